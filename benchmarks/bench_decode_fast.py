@@ -1,0 +1,115 @@
+"""Benchmark sitegen.read.tfevents_fast.decode_scalars against the floor and the reference walk.
+
+Usage (from the repo root): ``python benchmarks/bench_decode_fast.py [--steps N] [--repeat R]``.
+
+The input (tensorboardX, 5 tags x 400,000 steps = 2M records) is written once and cached in
+``benchmarks/.cache/``; writing it takes a few minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import sys
+import time
+from pathlib import Path
+
+import google_crc32c
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sitegen.read.tfevents_fast import decode_scalars  # noqa: E402
+from sitegen.read.tfrecord import Framing, iter_records  # noqa: E402
+
+CACHE = ROOT / "benchmarks" / ".cache"
+TAGS = ["train/loss", "train/acc", "lr", "val/loss", "grad_norm"]
+
+
+def make_file(steps: int) -> Path:
+    out = CACHE / f"tbx_{len(TAGS)}x{steps}"
+    done = out / "DONE"
+    if not done.exists():
+        from tensorboardX import SummaryWriter
+
+        import math
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"writing {len(TAGS) * steps:,} records with tensorboardX (once) ...", flush=True)
+        w = SummaryWriter(str(out), max_queue=1000, flush_secs=3600)
+        for s in range(steps):
+            x = s / steps
+            w.add_scalar(TAGS[0], math.exp(-3 * x) + 0.01 * math.sin(s), s)
+            w.add_scalar(TAGS[1], 1 - math.exp(-3 * x), s)
+            w.add_scalar(TAGS[2], 1e-3 * (1 - x), s)
+            w.add_scalar(TAGS[3], math.exp(-2.5 * x), s)
+            w.add_scalar(TAGS[4], 1 + math.cos(s / 100), s)
+        w.close()
+        done.write_text("ok\n")
+    return next(p for p in out.iterdir() if "tfevents" in p.name)
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    times, res = [], None
+    for _ in range(repeat):
+        res = None
+        gc.collect()
+        t = time.perf_counter()
+        res = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=400_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ref-records", type=int, default=200_000)
+    args = ap.parse_args()
+    path = make_file(args.steps)
+    size = path.stat().st_size
+    path.read_bytes()  # warm the page cache
+
+    def floor():
+        data = path.read_bytes()
+        return google_crc32c.value(data)
+
+    def fast(verify: bool):
+        def run():
+            return decode_scalars(path.read_bytes(), path=str(path), verify=verify)
+        return run
+
+    t_floor, _ = best(floor, args.repeat)
+    t_v, res = best(fast(True), args.repeat)
+    t_nv, _ = best(fast(False), args.repeat)
+    n = len(res.record) + len(res.other)
+    print(f"file: {path.name}  {size / 1e6:.1f} MB  {n:,} records ({len(res.record):,} fast rows, "
+          f"{len(res.other)} other, {len(res.problems)} problems)")
+    for name, t in [("floor (read + crc32c)", t_floor), ("decode_scalars verify=True", t_v),
+                    ("decode_scalars verify=False", t_nv)]:
+        print(f"{name:30s} {t * 1e3:8.1f} ms  {n / t / 1e6:6.2f} M rec/s  {size / t / 1e6:7.0f} MB/s"
+              f"  {t / t_floor:5.2f}x floor")
+
+    # reference: framing walk + protobuf parse, on a prefix
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    data = path.read_bytes()
+    cut = int(res.record[min(args.ref_records, len(res.record) - 1)])
+    prefix = data[:cut]
+    t = time.perf_counter()
+    count = 0
+    for _off, payload in iter_records(prefix, str(path), Framing()):
+        ev = Event.FromString(bytes(payload))
+        for v in ev.summary.value:
+            _ = (v.tag, ev.step, ev.wall_time, v.simple_value)
+        count += 1
+    dt = time.perf_counter() - t
+    print(f"{'reference walk + protobuf':30s} {dt * 1e3:8.1f} ms  {count / dt / 1e6:6.2f} M rec/s"
+          f"  ({count:,}-record prefix)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MB (file {size / 1e6:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""``python -m sitegen``."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""Thin long series for charts without hiding what matters.
+
+Unlike a reservoir sample, the selection is deterministic and always keeps the first and last
+points, the global minimum and maximum, and every NaN/+-inf (drawn as markers). Between them,
+MinMaxLTTB (tsdownsample, Rust) keeps the shape, so spikes survive. Like tsdownsample, selectors
+return *indices*, so one selection applies to every column.
+
+A step written twice (a resumed run) is drawn with its newest value; the raw table keeps both.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+try:  # the fast path; the numpy reference below is its oracle in the tests
+    from tsdownsample import MinMaxLTTBDownsampler
+except ImportError:  # pragma: no cover - tsdownsample is a declared dependency
+    MinMaxLTTBDownsampler = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Exact statistics of a whole series (before thinning)."""
+
+    count: int
+    nan: int
+    posinf: int
+    neginf: int
+    first_step: int
+    first_value: float
+    last_step: int
+    last_value: float
+    min_step: int | None
+    min_value: float | None
+    max_step: int | None
+    max_value: float | None
+
+
+@dataclass
+class Series:
+    """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
+
+    step: np.ndarray
+    wall_time: np.ndarray
+    value: np.ndarray
+    stats: Stats
+    thinned: bool  # fewer points are drawn than the series has (after dedup)
+
+
+def newest_per_step(step: np.ndarray) -> np.ndarray | None:
+    """Indices of the last occurrence of each step, sorted by step; None when the steps are
+    already strictly increasing (the common case, which then costs one compare pass)."""
+    if len(step) < 2 or bool(np.all(step[1:] > step[:-1])):
+        return None
+    order = np.argsort(step, kind="stable")
+    s = step[order]
+    keep = np.empty(len(s), dtype=bool)
+    keep[:-1] = s[1:] != s[:-1]
+    keep[-1] = True
+    return order[keep]
+
+
+def minmax_reference(x: np.ndarray, y: np.ndarray, n_out: int) -> np.ndarray:
+    """Slow, obvious reference: split x's index range into n_out/2 equal buckets, keep min and max."""
+    n = len(y)
+    if n <= n_out:
+        return np.arange(n)
+    buckets = max(n_out // 2, 1)
+    bounds = np.linspace(0, n, buckets + 1).astype(np.int64)
+    keep: list[int] = [0, n - 1]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b > a:
+            seg = y[a:b]
+            keep += [a + int(np.argmin(seg)), a + int(np.argmax(seg))]
+    return np.unique(np.array(keep, dtype=np.int64))
+
+
+def _shape_indices(x: np.ndarray, y: np.ndarray, n_out: int) -> np.ndarray:
+    """Indices (into finite-only, step-sorted arrays) that keep the series' shape."""
+    if len(y) <= n_out:
+        return np.arange(len(y))
+    if MinMaxLTTBDownsampler is not None and n_out >= 4:
+        idx = MinMaxLTTBDownsampler().downsample(x, y, n_out=n_out, parallel=False)
+        return np.asarray(idx, dtype=np.int64)
+    return minmax_reference(x, y, n_out)
+
+
+def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out: int) -> Series:
+    """Exact stats plus a thinned, chart-ready copy of one series (arrays in write order).
+
+    Drawn: at most about ``n_out`` finite points chosen by MinMaxLTTB, plus the first and last
+    point, the finite min and max, and every non-finite point of the newest-per-step series.
+    """
+    if n_out < 8:
+        raise ValueError(f"n_out: need at least 8 points, got {n_out}")
+    step = np.asarray(step, dtype=np.int64)
+    value = np.asarray(value, dtype=np.float64)
+    wall_time = np.asarray(wall_time, dtype=np.float64)
+    n = len(step)
+    if n == 0:
+        raise ValueError("downsample: empty series")
+    base = newest_per_step(step)
+    s, v = (step, value) if base is None else (step[base], value[base])
+    finite = np.isfinite(v)
+    all_finite = bool(finite.all())
+    fidx = None if all_finite else np.flatnonzero(finite)
+    fs, fv = (s, v) if fidx is None else (s[fidx], v[fidx])
+    keep = [np.array([0, len(s) - 1])]
+    if fidx is not None:
+        keep.append(np.flatnonzero(~finite))
+    lo = hi = None
+    if len(fv):
+        lo, hi = int(np.argmin(fv)), int(np.argmax(fv))
+        chosen = np.concatenate([[lo, hi], _shape_indices(fs, fv, n_out - 8)])
+        keep.append(chosen if fidx is None else fidx[chosen])
+    idx = np.unique(np.concatenate(keep))  # positions in (s, v), sorted by step
+    orig = idx if base is None else base[idx]
+    if all_finite:
+        nan = posinf = neginf = 0
+    else:
+        nan, posinf, neginf = int(np.isnan(value).sum()), int(np.isposinf(value).sum()), int(np.isneginf(value).sum())
+    st = Stats(
+        count=n, nan=nan, posinf=posinf, neginf=neginf,
+        first_step=int(step[0]), first_value=float(value[0]), last_step=int(step[-1]), last_value=float(value[-1]),
+        min_step=None if lo is None else int(fs[lo]), min_value=None if lo is None else float(fv[lo]),
+        max_step=None if hi is None else int(fs[hi]), max_value=None if hi is None else float(fv[hi]),
+    )
+    if base is not None and st.min_value is not None:
+        # duplicates may hide an older extreme from the drawn series; stats are over every record
+        st = _raw_extremes(st, step, value, value[np.isfinite(value)])
+    return Series(step[orig], wall_time[orig], value[orig], st, len(idx) < len(s))
+
+
+def _raw_extremes(st: Stats, step: np.ndarray, value: np.ndarray, raw_finite: np.ndarray) -> Stats:
+    lo, hi = float(raw_finite.min()), float(raw_finite.max())
+    if lo == st.min_value and hi == st.max_value:
+        return st
+    i, j = int(np.flatnonzero(value == lo)[0]), int(np.flatnonzero(value == hi)[0])
+    return replace(st, min_step=int(step[i]), min_value=lo, max_step=int(step[j]), max_value=hi)

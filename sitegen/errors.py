@@ -1,0 +1,67 @@
+"""One error base and a collector for recoverable problems.
+
+Readers never raise for damaged input: they report a :class:`Problem` and carry on, so one
+bad file or record never stops the build. Only unusable *usage* (bad config, missing archive)
+raises :class:`SitegenError`; the CLI maps it to one line and exit code 2.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+
+class SitegenError(Exception):
+    """Base of every error sitegen raises on purpose."""
+
+
+class ConfigError(SitegenError):
+    """The configuration file is invalid; the message lists every problem."""
+
+
+class UsageError(SitegenError):
+    """The command line or an argument is unusable."""
+
+
+class DecodeError(SitegenError):
+    """A record could not be decoded; ``path`` and ``offset`` say where."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        self.path, self.offset, self.reason = path, offset, reason
+        super().__init__(f"{path}: offset {offset}: {reason}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A recoverable problem found while reading: where it is and what was done about it."""
+
+    path: str
+    offset: int | None
+    kind: str  # "truncated", "bad-crc", "bad-length", "bad-record", "unreadable", ...
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.offset is None else f"{self.path}: offset {self.offset}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Problems:
+    """Collects problems so a build can report them all and ``--strict`` can fail on them."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, offset: int | None, kind: str, message: str) -> None:
+        problem = Problem(str(path), offset, kind, message)
+        self.items.append(problem)
+        log.warning("%s", problem)
+
+    def extend(self, other: "Problems | list[Problem]") -> None:
+        self.items.extend(other.items if isinstance(other, Problems) else other)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)

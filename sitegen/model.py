@@ -1,0 +1,183 @@
+"""Value types and Arrow schemas shared by every stage.
+
+Every reader, whatever the log format, returns a :class:`RunData`; scalars are always an Arrow
+table with :data:`RUN_SCALARS_SCHEMA` so the later stages never care where a number came from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import Problem
+
+#: Scalars of one run, every record as written (file order, no dedup, NaN/inf kept).
+RUN_SCALARS_SCHEMA = pa.schema(
+    [
+        ("tag", pa.string()),
+        ("step", pa.int64()),
+        ("wall_time", pa.float64()),
+        ("value", pa.float64()),
+    ]
+)
+#: Scalars of many runs, as returned by :func:`sitegen.read_scalars`.
+SCALARS_SCHEMA = pa.schema([("run", pa.string()), *RUN_SCALARS_SCHEMA])
+
+HParamValue = Union[float, str, bool]
+
+
+def empty_scalars() -> pa.Table:
+    return RUN_SCALARS_SCHEMA.empty_table()
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Knobs every reader honours."""
+
+    verify: bool = True  # check every CRC (TensorBoard files)
+    max_image_bytes: int = 8 * 1024 * 1024
+    max_text_chars: int = 200_000
+    max_audio_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """A run found by the scan: which reader reads which files of which directory."""
+
+    name: str  # posix path relative to the archive; "." for the archive itself
+    format: str  # key of sitegen.read.READERS
+    directory: Path
+    files: tuple[Path, ...]  # log files in read order
+    parent: str | None = None  # name of the run this is a sub-run of (add_scalars, add_hparams)
+
+
+@dataclass
+class SourceFile:
+    """A log file that was read, and how far: ``decoded_bytes`` ends at the last complete record."""
+
+    path: Path
+    size: int
+    decoded_bytes: int
+
+
+@dataclass
+class Image:
+    tag: str
+    step: int
+    wall_time: float
+    data: bytes
+    mime: str  # image/png, image/jpeg, image/gif, image/webp
+    width: int = 0
+    height: int = 0
+
+
+@dataclass
+class Audio:
+    tag: str
+    step: int
+    wall_time: float
+    data: bytes
+    mime: str  # audio/wav
+    sample_rate: float = 0.0
+
+
+@dataclass
+class Text:
+    tag: str
+    step: int
+    wall_time: float
+    text: str
+
+
+@dataclass
+class Histogram:
+    """Buckets as rows (left, right, count), the shape TensorBoard serves."""
+
+    tag: str
+    step: int
+    wall_time: float
+    left: np.ndarray
+    right: np.ndarray
+    count: np.ndarray
+
+
+@dataclass
+class Curve:
+    """A PR or ROC curve. ``columns`` holds equal-length arrays.
+
+    pr: tp, fp, tn, fn, precision, recall (and thresholds when known); roc: tpr, fpr, thresholds.
+    """
+
+    kind: str  # "pr" or "roc"
+    tag: str
+    step: int
+    wall_time: float
+    columns: dict[str, np.ndarray]
+
+
+@dataclass
+class Embedding:
+    tag: str
+    step: int
+    wall_time: float
+    rows: int
+    dims: int
+
+
+@dataclass
+class Artifact:
+    path: str  # relative to the run directory
+    size: int
+    sha256: str = ""
+
+
+@dataclass
+class RunData:
+    """Everything one run holds, in the order it was written."""
+
+    name: str
+    format: str
+    files: list[SourceFile] = field(default_factory=list)
+    scalars: pa.Table = field(default_factory=empty_scalars)
+    images: list[Image] = field(default_factory=list)
+    audio: list[Audio] = field(default_factory=list)
+    texts: list[Text] = field(default_factory=list)
+    histograms: list[Histogram] = field(default_factory=list)
+    curves: list[Curve] = field(default_factory=list)
+    embeddings: list[Embedding] = field(default_factory=list)
+    hparams: dict[str, HParamValue] = field(default_factory=dict)
+    hparam_metrics: list[str] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)  # title, status, start/end time, tags
+    artifacts: list[Artifact] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class ChartLine:
+    """One drawn line of a scalar chart: a tag of the run or of one of its sub-runs."""
+
+    tag: str  # the chart this line belongs to
+    label: str  # "" for the run's own series, else the sub-run's key (add_scalars)
+    series: "Series"
+
+
+@dataclass
+class SiteRun:
+    """A run as the site shows it: its own data plus its sub-runs, and chart-ready series."""
+
+    name: str
+    slug: str  # output folder under runs/, derived from the name, never the raw name
+    title: str
+    parts: tuple[str, ...]  # hierarchy shown in the index (project, model, ...)
+    data: RunData
+    sub_runs: list[RunData] = field(default_factory=list)
+    lines: list[ChartLine] = field(default_factory=list)
+    start_time: float | None = None
+    end_time: float | None = None
+    last_step: int | None = None
+
+
+from .downsample import Series  # noqa: E402  (a value type used above; no cycle: downsample imports nothing of ours)

@@ -1,0 +1,23 @@
+"""Readers, one module per log format, registered in READERS.
+
+A reader module provides:
+
+* ``FORMAT``: its key in :data:`READERS`;
+* ``claims(filename) -> bool``: does a file with this basename hold this format's logs? The scan
+  makes a run of every directory that directly holds a claimed file;
+* ``read(source: RunSource, options: ReadOptions) -> RunData``: decode one run. Damage is never
+  raised: it is reported in ``RunData.problems`` and every intact record is kept.
+
+Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also provide
+``is_store(directory) -> bool`` and ``discover(directory, archive) -> list[RunSource]``.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import tfevents
+
+#: format name -> reader module, in the order the scan asks them (first claim wins).
+READERS: dict[str, ModuleType] = {
+    tfevents.FORMAT: tfevents,
+}

@@ -1,0 +1,321 @@
+"""TensorBoard event files (``events.out.tfevents.*``): the reference decoder.
+
+Plain and per record, so it can serve as the oracle for the vectorized path. Each record is an
+``Event``; each ``Summary.Value`` in it is sorted into a kind the way TensorBoard does it: the
+*first* value of a tag fixes its plugin (metadata plugin name, else the value's own type).
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import Problem
+from ..model import (
+    RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
+    SourceFile, Text,
+)
+from . import media
+from .protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
+from .tensor import DT_STRING, Tensor, decode_tensor
+from .tfrecord import Framing, iter_records
+
+log = logging.getLogger(__name__)
+FORMAT = "tfevents"
+
+
+def claims(filename: str) -> bool:
+    return "tfevents" in filename and not filename.endswith(".profile-empty")
+
+
+@dataclass
+class Decoded:
+    """What one event file (or a tail of it) holds. Scalars carry their record offset for merging."""
+
+    record: list[int] = field(default_factory=list)
+    tag: list[str] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
+    wall_time: list[float] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    run: RunData = field(default_factory=lambda: RunData(name="", format=FORMAT))
+    plugins: dict[str, str] = field(default_factory=dict)  # tag -> plugin, fixed by first value
+
+    def scalar_table(self) -> pa.Table:
+        return pa.table(
+            {
+                "tag": pa.array(self.tag, pa.string()),
+                "step": pa.array(self.step, pa.int64()),
+                "wall_time": pa.array(self.wall_time, pa.float64()),
+                "value": pa.array(self.value, pa.float64()),
+            },
+            schema=RUN_SCALARS_SCHEMA,
+        )
+
+
+@dataclass
+class _Value:
+    tag: str = ""
+    plugin: str = ""
+    content: bytes = b""
+    simple: float | None = None
+    image: memoryview | None = None
+    histo: memoryview | None = None
+    audio: memoryview | None = None
+    tensor: memoryview | None = None
+
+
+def _metadata(buf: memoryview, val: _Value) -> None:
+    for fnum, wt, v in iter_fields(buf):
+        if fnum == 1 and wt == LEN:
+            for f2, wt2, v2 in iter_fields(v):  # type: ignore[arg-type]
+                if f2 == 1 and wt2 == LEN:
+                    val.plugin = text(v2)
+                elif f2 == 2 and wt2 == LEN:
+                    val.content = bytes(v2)  # type: ignore[arg-type]
+
+
+def _parse_value(buf: memoryview) -> _Value:
+    val = _Value()
+    for fnum, wt, v in iter_fields(buf):
+        if fnum == 1 and wt == LEN:
+            val.tag = text(v)
+        elif fnum == 2 and wt == 5:
+            val.simple = f32(v)  # type: ignore[arg-type]
+        elif fnum == 4 and wt == LEN:
+            val.image = v  # type: ignore[assignment]
+        elif fnum == 5 and wt == LEN:
+            val.histo = v  # type: ignore[assignment]
+        elif fnum == 6 and wt == LEN:
+            val.audio = v  # type: ignore[assignment]
+        elif fnum == 8 and wt == LEN:
+            val.tensor = v  # type: ignore[assignment]
+        elif fnum == 9 and wt == LEN:
+            _metadata(v, val)  # type: ignore[arg-type]
+    return val
+
+
+def _kind_of(val: _Value) -> str:
+    if val.plugin:
+        return val.plugin
+    if val.simple is not None:
+        return "scalars"
+    if val.image is not None:
+        return "images"
+    if val.histo is not None:
+        return "histograms"
+    if val.audio is not None:
+        return "audio"
+    return "tensor"
+
+
+def _histogram_rows(buf: memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HistogramProto -> (left, right, count), as TensorBoard converts it (empty ends dropped)."""
+    lo = hi = 0.0
+    limits: list[float] = []
+    counts: list[float] = []
+    for fnum, wt, v in iter_fields(buf):
+        if fnum == 1 and wt == 1:
+            lo = f64(v)  # type: ignore[arg-type]
+        elif fnum == 2 and wt == 1:
+            hi = f64(v)  # type: ignore[arg-type]
+        elif fnum == 6:
+            limits.extend(packed(v, wt, "d"))
+        elif fnum == 7:
+            counts.extend(packed(v, wt, "d"))
+    if len(limits) != len(counts):
+        raise WireError("histogram bucket_limit and bucket differ in length")
+    nonzero = [i for i, c in enumerate(counts) if c]
+    if not nonzero:
+        return np.array([lo]), np.array([hi]), np.array([0.0])
+    first, last = nonzero[0], nonzero[-1]
+    right = np.array(limits[first : last + 1], dtype=np.float64)
+    left = np.concatenate([[lo], right[:-1]]) if first == 0 else np.concatenate([[limits[first - 1]], right[:-1]])
+    left[0] = lo
+    right[-1] = hi
+    return left, right, np.array(counts[first : last + 1], dtype=np.float64)
+
+
+def _hparams(content: bytes, run: RunData) -> None:
+    """HParamsPluginData: 2 experiment (metric names), 3 session_start_info (the values)."""
+    for fnum, wt, v in iter_fields(memoryview(content)):
+        if fnum == 2 and wt == LEN:
+            for f2, wt2, v2 in iter_fields(v):  # type: ignore[arg-type]
+                if f2 == 5 and wt2 == LEN:  # MetricInfo { 1 name: MetricName { 1 group, 2 tag } }
+                    for f3, wt3, v3 in iter_fields(v2):  # type: ignore[arg-type]
+                        if f3 == 1 and wt3 == LEN:
+                            tag = next((text(v4) for f4, _, v4 in iter_fields(v3) if f4 == 2), "")  # type: ignore[arg-type]
+                            if tag and tag not in run.hparam_metrics:
+                                run.hparam_metrics.append(tag)
+        elif fnum == 3 and wt == LEN:
+            for f2, wt2, v2 in iter_fields(v):  # type: ignore[arg-type]
+                if f2 == 1 and wt2 == LEN:  # map entry { 1 key, 2 google.protobuf.Value }
+                    key, value = "", None
+                    for f3, wt3, v3 in iter_fields(v2):  # type: ignore[arg-type]
+                        if f3 == 1 and wt3 == LEN:
+                            key = text(v3)
+                        elif f3 == 2 and wt3 == LEN:
+                            for f4, wt4, v4 in iter_fields(v3):  # type: ignore[arg-type]
+                                if f4 == 2 and wt4 == 1:
+                                    value = f64(v4)  # type: ignore[arg-type]
+                                elif f4 == 3 and wt4 == LEN:
+                                    value = text(v4)
+                                elif f4 == 4 and wt4 == 0:
+                                    value = bool(v4)
+                    if key and value is not None:
+                        run.hparams[key] = value
+
+
+def _scalar_of(val: _Value) -> float | None:
+    if val.simple is not None:
+        return val.simple
+    if val.tensor is not None:
+        t = decode_tensor(val.tensor)
+        if t.values is not None and t.values.size == 1:
+            return float(t.values.reshape(-1)[0])
+    return None
+
+
+def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, options: ReadOptions, path: str) -> None:
+    kind = dec.plugins.setdefault(val.tag, _kind_of(val))
+    run = dec.run
+    if kind == "scalars":
+        x = _scalar_of(val)
+        if x is not None:
+            dec.record.append(off)
+            dec.tag.append(val.tag)
+            dec.step.append(step)
+            dec.wall_time.append(wall)
+            dec.value.append(x)
+    elif kind == "images":
+        if val.image is not None:
+            w = h = 0
+            data = b""
+            for fnum, wt, v in iter_fields(val.image):
+                if fnum == 1 and wt == 0:
+                    h = int(v)  # type: ignore[arg-type]
+                elif fnum == 2 and wt == 0:
+                    w = int(v)  # type: ignore[arg-type]
+                elif fnum == 4 and wt == LEN:
+                    data = bytes(v)  # type: ignore[arg-type]
+            blobs = [(data, w, h)]
+        elif val.tensor is not None:
+            t = decode_tensor(val.tensor)
+            s = t.strings or []
+            dims = [int(x) if x.isdigit() else 0 for x in s[:2]]
+            blobs = [(b, *dims) for b in s[2:]] if len(dims) == 2 else []
+        else:
+            blobs = []
+        for data, w, h in blobs:
+            mime = media.image_mime(data)
+            if mime is None:
+                run.problems.append(Problem(path, off, "bad-image", f"tag {val.tag!r}: payload is not PNG/JPEG/GIF/WebP; not shown"))
+            elif len(data) > options.max_image_bytes:
+                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: image of {len(data)} bytes over the limit; not shown"))
+            else:
+                run.images.append(Image(val.tag, step, wall, data, mime, w, h))
+    elif kind == "audio":
+        blobs, rate = [], 0.0
+        if val.audio is not None:
+            for fnum, wt, v in iter_fields(val.audio):
+                if fnum == 1 and wt == 5:
+                    rate = f32(v)  # type: ignore[arg-type]
+                elif fnum == 4 and wt == LEN:
+                    blobs.append(bytes(v))  # type: ignore[arg-type]
+        elif val.tensor is not None:
+            t = decode_tensor(val.tensor)
+            s = t.strings or []
+            blobs = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
+        for data in blobs:
+            if len(data) <= options.max_audio_bytes:
+                run.audio.append(Audio(val.tag, step, wall, data, media.audio_mime(data), rate))
+    elif kind == "histograms":
+        if val.histo is not None:
+            left, right, count = _histogram_rows(val.histo)
+        elif val.tensor is not None:
+            t = decode_tensor(val.tensor)
+            if t.values is None or t.values.ndim != 2 or t.values.shape[1] != 3:
+                raise WireError(f"histogram tensor of shape {t.shape}")
+            left, right, count = (np.ascontiguousarray(t.values[:, i]) for i in range(3))
+        else:
+            return
+        run.histograms.append(Histogram(val.tag, step, wall, left, right, count))
+    elif kind == "text":
+        if val.tensor is not None:
+            t = decode_tensor(val.tensor)
+            run.texts.append(Text(val.tag, step, wall, _text_of(t)[: options.max_text_chars]))
+    elif kind == "pr_curves":
+        if val.tensor is not None:
+            t = decode_tensor(val.tensor)
+            if t.values is not None and t.values.ndim == 2 and t.values.shape[0] == 6:
+                names = ("tp", "fp", "tn", "fn", "precision", "recall")
+                n = t.values.shape[1]
+                cols = {k: np.ascontiguousarray(t.values[i]) for i, k in enumerate(names)}
+                cols["thresholds"] = np.arange(n, dtype=np.float64) / max(n - 1, 1)
+                run.curves.append(Curve("pr", val.tag, step, wall, cols))
+    elif kind == "hparams":
+        _hparams(val.content, run)
+
+
+def _text_of(t: Tensor) -> str:
+    """Rank 0/1 string tensors join with blank lines; a 2-D tensor becomes a Markdown table."""
+    cells = [b.decode("utf-8", errors="replace") for b in (t.strings or [])]
+    if len(t.shape) == 2 and t.shape[0] * t.shape[1] == len(cells) and t.shape[1] > 0:
+        rows = [cells[i : i + t.shape[1]] for i in range(0, len(cells), t.shape[1])]
+        lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+        lines.insert(1, "|" + " --- |" * t.shape[1])
+        return "\n".join(lines)
+    return "\n\n".join(cells)
+
+
+def decode_event(dec: Decoded, off: int, payload: memoryview, options: ReadOptions, path: str) -> None:
+    """Decode one Event payload into ``dec``; raises WireError when it is not a valid Event."""
+    wall, step = 0.0, 0
+    summaries: list[memoryview] = []
+    for fnum, wt, v in iter_fields(payload):
+        if fnum == 1 and wt == 1:
+            wall = f64(v)  # type: ignore[arg-type]
+        elif fnum == 2 and wt == 0:
+            step = to_int64(v)  # type: ignore[arg-type]
+        elif fnum == 5 and wt == LEN:
+            summaries.append(v)  # type: ignore[arg-type]
+    for summary in summaries:
+        for fnum, wt, v in iter_fields(summary):
+            if fnum == 1 and wt == LEN:
+                _add_value(dec, off, step, wall, _parse_value(v), options, path)  # type: ignore[arg-type]
+
+
+def decode_buffer(buf: bytes | memoryview, path: str, options: ReadOptions, *, start: int = 0, dec: Decoded | None = None) -> tuple[Decoded, Framing]:
+    """Reference decode of a whole buffer (or its tail from ``start``), record by record."""
+    dec = dec or Decoded()
+    framing = Framing()
+    for off, payload in iter_records(buf, path, framing, verify=options.verify, start=start):
+        try:
+            decode_event(dec, off, payload, options, path)
+        except (WireError, ValueError, struct.error) as exc:
+            dec.run.problems.append(Problem(path, off, "bad-record", f"unparsable event ({exc}); record skipped"))
+    dec.run.problems.extend(framing.problems)
+    return dec, framing
+
+
+def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
+    """Read every event file of a run, in name order, into one RunData."""
+    dec = Decoded()
+    dec.run.name = source.name
+    tables = []
+    for path in source.files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            dec.run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            continue
+        dec.record, dec.tag, dec.step, dec.wall_time, dec.value = [], [], [], [], []
+        _, framing = decode_buffer(data, str(path), options, dec=dec)
+        tables.append(dec.scalar_table())
+        dec.run.files.append(SourceFile(path, len(data), framing.end))
+    run = dec.run
+    run.scalars = pa.concat_tables(tables) if tables else run.scalars
+    return run

@@ -1,0 +1,13 @@
+"""Where the templates and static assets are: inside the wheel, or beside the package in a checkout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def templates_dir() -> Path:
+    for candidate in (_HERE / "templates", _HERE.parent / "templates"):
+        if (candidate / "base.html").is_file():
+            return candidate
+    raise FileNotFoundError("sitegen's templates folder is missing from this installation")

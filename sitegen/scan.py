@@ -1,0 +1,108 @@
+"""Find the runs of an archive: directories that directly hold log files of a known format.
+
+Runs nest the way writers make them: a run directory inside another run directory is a
+*sub-run* (tensorboardX ``add_scalars`` -> ``<run>/<main>/<key>/``, PyTorch -> ``<run>/<main>_<key>/``,
+``add_hparams`` -> ``<run>/<timestamp>/``), attached to its nearest ancestor run so the site
+shows it on that run's page instead of as a stray run.
+"""
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+from pathlib import Path, PurePosixPath
+
+from .errors import Problem, UsageError
+from .model import RunSource
+from .read import READERS
+
+log = logging.getLogger(__name__)
+
+
+def _run_name(directory: Path, archive: Path) -> str:
+    rel = directory.relative_to(archive).as_posix()
+    return "." if rel in ("", ".") else rel
+
+
+def _selected(name: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    if include and not any(fnmatch.fnmatchcase(name, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(name, g) for g in exclude)
+
+
+def scan(
+    archive: Path,
+    *,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    problems: list[Problem] | None = None,
+) -> list[RunSource]:
+    """All runs below ``archive`` in sorted name order, sub-runs pointing at their parent.
+
+    Symlinks are followed, but a directory already visited (same device and inode) is not
+    entered again, so symlink loops end. ``include``/``exclude`` are globs on run names;
+    excluding a run also drops its sub-runs.
+    """
+    archive = Path(archive)
+    if not archive.is_dir():
+        raise UsageError(f"{archive}: not a directory")
+    problems = problems if problems is not None else []
+    seen: set[tuple[int, int]] = set()
+    found: list[RunSource] = []
+
+    def onerror(exc: OSError) -> None:
+        problems.append(Problem(str(exc.filename), None, "unreadable", f"cannot list: {exc.strerror}"))
+
+    for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
+        directory = Path(dirpath)
+        try:
+            st = directory.stat()
+        except OSError as exc:
+            onerror(exc)
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            problems.append(Problem(str(directory), None, "symlink-loop", "directory already visited (symlink loop); skipped"))
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory)), None)
+        if store is not None:
+            found.extend(store.discover(directory, archive))
+            dirnames[:] = []
+            continue
+        for reader in READERS.values():
+            files = sorted(f for f in filenames if reader.claims(f) and (directory / f).is_file())
+            if files:
+                found.append(
+                    RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))
+                )
+                break
+    return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
+
+
+def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: tuple[str, ...]) -> list[RunSource]:
+    names = {r.name for r in runs if r.format != "mlflow"}
+    out: list[RunSource] = []
+    for run in runs:
+        parent = None
+        if run.format != "mlflow" and run.name != ".":
+            for ancestor in PurePosixPath(run.name).parents:
+                key = ancestor.as_posix()
+                if key in names:
+                    parent = key
+                    break
+        if not _selected(_family_root(run.name, names), include, exclude):
+            continue
+        out.append(RunSource(run.name, run.format, run.directory, run.files, parent))
+    return out
+
+
+def _family_root(name: str, names: set[str]) -> str:
+    """The outermost run that contains ``name`` (itself when it is not a sub-run)."""
+    root = name
+    for ancestor in PurePosixPath(name).parents:
+        if ancestor.as_posix() in names:
+            root = ancestor.as_posix()
+    return root
