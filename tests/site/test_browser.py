@@ -1,0 +1,67 @@
+"""The example site in real headless Chromium over file://: charts render, sorting works."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _run_pages(site: Path) -> list[Path]:
+    return sorted((site / "runs").glob("*/index.html"))
+
+
+def test_index_opens_and_sorts(page, example_site: Path):
+    page.goto((example_site / "index.html").as_uri())
+    rows = page.locator("#runs tbody tr")
+    assert rows.count() == len(_run_pages(example_site))
+    headers = page.locator("#runs thead th")
+    texts = [headers.nth(i).inner_text().strip() for i in range(headers.count())]
+    col = texts.index("Last step")
+    button = headers.nth(col).locator("button")
+
+    def column() -> list[float]:
+        return [float(rows.nth(i).locator("td").nth(col).inner_text() or "nan") for i in range(rows.count())]
+
+    button.click()
+    up = column()
+    assert up == sorted(up)
+    button.click()
+    down = column()
+    assert down == sorted(up, reverse=True)
+    assert headers.nth(col).get_attribute("aria-sort") == "descending"
+    # filtering keeps only matching rows
+    page.fill("#run-filter", "gpt2")
+    visible = [rows.nth(i).is_visible() for i in range(rows.count())]
+    assert 0 < sum(visible) < len(visible)
+    assert page.log.errors == []
+
+
+def test_run_page_charts_render(page, example_site: Path):
+    pages = _run_pages(example_site)
+    assert pages
+    for path in pages[:3]:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".chart.drawn svg", timeout=15000)
+        charts = page.locator(".chart[data-chart]")
+        n = charts.count()
+        assert n >= 3
+        page.wait_for_function(f"document.querySelectorAll('.chart.drawn').length >= {min(n, 24)}", timeout=20000)
+        marks = page.locator(".chart svg .mark-line path, .chart svg .mark-rect path, .chart svg .mark-symbol path")
+        assert marks.count() > 0
+        assert page.log.errors == [], page.log.errors
+        assert all(u.startswith("file://") for u in page.log.requests), page.log.requests
+
+
+def test_nan_is_visible_as_a_marker(page, example_site: Path):
+    """The example has a NaN; its page draws a red rule for it instead of dropping it."""
+    found = False
+    for path in _run_pages(example_site):
+        if "NaN / ±inf" not in path.read_text("utf-8"):
+            continue
+        data = (path.parent / "data.js").read_text("utf-8")
+        if '"nan"' not in data:
+            continue
+        page.goto(path.as_uri())
+        page.wait_for_selector(".chart.drawn svg", timeout=15000)
+        page.wait_for_function("document.querySelectorAll('.chart svg .mark-rule line, .chart svg .mark-rule path').length > 0", timeout=15000)
+        found = True
+        break
+    assert found, "no run page of the example shows a NaN marker"
