@@ -3,22 +3,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing as mp
+import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow.compute as pc
 
-from . import publish, render
+from . import manifest, publish, render
 from .config import Config
 from .downsample import downsample
 from .errors import Problem
-from .model import ChartLine, ReadOptions, RunData, RunSource, SiteRun
+from .model import ChartLine, ReadOptions, RunData, RunSource, SiteRun, merge_parts
 from .read import READERS
 from .scan import scan
+from .store import Store, default_cache_dir
 
 log = logging.getLogger(__name__)
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 
 
 @dataclass
@@ -45,8 +51,35 @@ def read_options(config: Config, *, verify: bool = True) -> ReadOptions:
     )
 
 
-def read_all(sources: list[RunSource], options: ReadOptions) -> list[RunData]:
-    return [READERS[s.format].read(s, options) for s in sources]
+def read_source(source: RunSource, options: ReadOptions, cache: Path | None) -> RunData:
+    """Read one run; append-only formats go file by file through the decode cache."""
+    reader = READERS[source.format]
+    if not hasattr(reader, "decode_file"):
+        return reader.read(source, options)
+    store = Store(cache)
+    parts = [store.read_file(path, options, reader.decode_file) for path in source.files]
+    return merge_parts(source.name, reader.FORMAT, parts)
+
+
+def _read_chunk(args: tuple[list[RunSource], ReadOptions, Path | None]) -> list[RunData]:
+    sources, options, cache = args
+    return [read_source(s, options, cache) for s in sources]
+
+
+def read_all(sources: list[RunSource], options: ReadOptions, *, cache: Path | None, jobs: int = 0) -> list[RunData]:
+    """Read every run, in worker processes when the archive is large enough to pay for them.
+
+    Workers are started with ``spawn``: forking after vl-convert has started hangs.
+    """
+    jobs = jobs or os.cpu_count() or 1
+    size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
+    if jobs <= 1 or len(sources) < 2 or size < PARALLEL_MIN_BYTES:
+        return [read_source(s, options, cache) for s in sources]
+    # contiguous chunks, several per worker, so results come back in order and balance out
+    n = min(len(sources), jobs * 4)
+    chunks = [sources[i * len(sources) // n : (i + 1) * len(sources) // n] for i in range(n)]
+    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=mp.get_context("spawn")) as pool:
+        return [run for part in pool.map(_read_chunk, [(c, options, cache) for c in chunks]) for run in part]
 
 
 def _line_label(sub: RunData, parent: str, tag: str) -> str:
@@ -119,14 +152,35 @@ def assemble(sources: list[RunSource], datas: list[RunData], config: Config) -> 
     return site_runs
 
 
-def build(archive: Path, out: Path, *, config: Config, verify: bool = True) -> BuildResult:
-    """Build the site for ``archive`` into ``out`` (replaced atomically)."""
+def build(
+    archive: Path, out: Path, *, config: Config, verify: bool = True, cache: Path | None = None,
+    use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> BuildResult:
+    """Build the site for ``archive`` into ``out`` (replaced atomically).
+
+    ``out`` becomes a symlink swapped atomically to the new build; ``keep`` builds are kept.
+    ``source_date_epoch`` (``SOURCE_DATE_EPOCH``) is the only time that may appear in the output.
+    ``progress(stage, step, steps)`` is told when each stage starts.
+
+    ``cache``: the decode cache folder (default :func:`sitegen.store.default_cache_dir`);
+    ``use_cache=False`` decodes everything again and writes no cache.
+    """
+    cache = (cache or default_cache_dir()) if use_cache else None
     problems: list[Problem] = []
+    step = progress or (lambda stage, i, n: None)
+    step("scanning", 1, 4)
     sources = scan(archive, include=config.runs.include, exclude=config.runs.exclude, problems=problems)
-    datas = read_all(sources, read_options(config, verify=verify))
+    step(f"reading {len(sources)} runs", 2, 4)
+    datas = read_all(sources, read_options(config, verify=verify), cache=cache, jobs=jobs)
     for d in datas:
         problems.extend(d.problems)
     site_runs = assemble(sources, datas, config)
-    files = render.render_site(site_runs, config, problems)
-    publish.publish(files, Path(out))
+    step("rendering", 3, 4)
+    files = publish.with_gzip_twins(render.render_site(site_runs, config, problems, store=Store(cache)))
+    files[manifest.MANIFEST] = manifest.make(
+        files, [f for d in datas for f in d.files], archive=Path(archive), source_date_epoch=source_date_epoch
+    )
+    step("publishing", 4, 4)
+    publish.publish(files, Path(out), keep=keep)
     return BuildResult(Path(out), len(site_runs), len(files), problems)

@@ -1,18 +1,25 @@
-"""Command line: ``sitegen build``, ``sitegen export``. Errors become one line and an exit code."""
+"""Command line: ``sitegen build | export | verify | serve | htpasswd``.
+
+Errors become one line and an exit code, so a nightly CI job can tell what happened:
+0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
+2 bad usage or config (argparse errors too), 3 the site could not be written (I/O error),
+130 interrupted.
+"""
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
 from . import __version__
 from .config import load_config
-from .errors import SitegenError
+from .errors import SitegenError, UsageError
 
 log = logging.getLogger("sitegen")
 
-EXIT_OK, EXIT_WARNINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,7 +32,26 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--config", type=Path, help="sitegen.toml")
     b.add_argument("--strict", action="store_true", help="exit 1 when anything was damaged or skipped")
     b.add_argument("--no-verify", action="store_true", help="skip payload checksums (faster)")
+    b.add_argument("--cache", type=Path, help="decode cache folder (default ~/.cache/sitegen; keep it between CI runs)")
+    b.add_argument("--no-cache", action="store_true", help="decode everything again and write no cache")
+    b.add_argument("--jobs", type=int, default=0, help="worker processes for decoding (default: one per core)")
+    b.add_argument("--keep", type=int, default=3, metavar="N", help="builds kept beside the live one for rollback, including it (default 3)")
     b.add_argument("--quiet", action="store_true", help="print errors only")
+    v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
+    v.add_argument("site", type=Path)
+    v.add_argument("--archive", type=Path, help="also re-check the source log files")
+    v.add_argument("--quiet", action="store_true", help="print mismatches only")
+    s = sub.add_parser("serve", help="preview a site on 127.0.0.1 with the nginx kit's headers")
+    s.add_argument("site", type=Path)
+    s.add_argument("--port", type=int, default=8000, help="port (0: any free one; default 8000)")
+    s.add_argument("--quiet", action="store_true", help="no request log")
+    h = sub.add_parser(
+        "htpasswd", help="print an htpasswd line (apr1) for nginx auth_basic",
+        description="Print USER:HASH (apr1-md5) for an nginx auth_basic_user_file. Avoid bcrypt with cost >= 10: "
+        "nginx re-checks the password on every request (~90 ms each at cost 10); apr1 takes ~5 ms.",
+    )
+    h.add_argument("user")
+    h.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
     e = sub.add_parser("export", help="write every scalar of an archive to .parquet or .csv")
     e.add_argument("archive", type=Path)
     e.add_argument("--out", type=Path, required=True, help="FILE.parquet or FILE.csv")
@@ -38,9 +64,86 @@ def _build(args: argparse.Namespace) -> int:
     from .build import build
 
     config = load_config(args.config)
-    result = build(args.archive, args.out, config=config, verify=not args.no_verify)
+    if args.keep < 1:
+        raise UsageError(f"--keep must be at least 1, got {args.keep}")
+    if not args.archive.is_dir():
+        raise UsageError(f"{args.archive}: no such archive folder")
+    progress = _Progress(enabled=not args.quiet)
+    try:
+        result = build(
+            args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
+            use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
+            source_date_epoch=source_date_epoch(), progress=progress,
+        )
+    finally:
+        progress.done()
     log.info("built %d runs, %d files into %s; %d problems", result.runs, result.files, result.out, len(result.problems))
-    return EXIT_WARNINGS if args.strict and result.problems else EXIT_OK
+    if args.strict and result.problems:
+        log.error("%d problems while reading (--strict)", len(result.problems))
+        return EXIT_WARNINGS
+    return EXIT_OK
+
+
+def source_date_epoch() -> int | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible-builds.org): the one time allowed in the output."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise UsageError(f"SOURCE_DATE_EPOCH must be a whole number of seconds, got {raw!r}")
+    return int(raw)
+
+
+class _Progress:
+    """Stage progress: a rewritten line when stdout is a terminal, plain log lines otherwise."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = enabled and sys.stdout.isatty()
+        self.shown = False
+
+    def __call__(self, stage: str, step: int, steps: int) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            sys.stdout.write(f"\r\033[K[{step}/{steps}] {stage}...")
+            sys.stdout.flush()
+            self.shown = True
+        else:
+            log.info("[%d/%d] %s", step, steps, stage)
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stdout.write("\r\033[K")
+            sys.stdout.flush()
+            self.shown = False
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .manifest import verify
+
+    bad = verify(args.site, archive=args.archive)
+    for line in bad:
+        print(line)
+    if bad:
+        log.error("%s: %d files do not match the manifest", args.site, len(bad))
+        return EXIT_WARNINGS
+    log.info("%s: every file matches the manifest%s", args.site, " and the archive" if args.archive else "")
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import serve
+
+    serve(args.site, port=args.port, quiet=args.quiet)
+    return EXIT_OK
+
+
+def _htpasswd(args: argparse.Namespace) -> int:
+    from .htpasswd import htpasswd_line, read_password
+
+    print(htpasswd_line(args.user, read_password(from_stdin=args.password_stdin)))
+    return EXIT_OK
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -73,10 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s: %(message)s" if sys.stderr.isatty() else "sitegen: %(levelname)s: %(message)s",
     )
     try:
-        return {"build": _build, "export": _export}[args.command](args)
+        commands = {"build": _build, "export": _export, "verify": _verify, "serve": _serve, "htpasswd": _htpasswd}
+        return commands[args.command](args)
     except SitegenError as exc:
         print(f"sitegen: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"sitegen: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("sitegen: interrupted", file=sys.stderr)
         return 130

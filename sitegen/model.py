@@ -38,6 +38,7 @@ class ReadOptions:
     """Knobs every reader honours."""
 
     verify: bool = True  # check every CRC (TensorBoard files)
+    fast: bool = True  # use the vectorized decoders (False: the reference decoders only)
     max_image_bytes: int = 8 * 1024 * 1024
     max_text_chars: int = 200_000
     max_audio_bytes: int = 16 * 1024 * 1024
@@ -153,6 +154,30 @@ class RunData:
     meta: dict[str, str] = field(default_factory=dict)  # title, status, start/end time, tags
     artifacts: list[Artifact] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+
+
+def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
+    """One run from parts read separately (files of a run, or a cached file plus its new tail)."""
+    out = RunData(name=name, format=fmt)
+    tables = [p.scalars for p in parts if p.scalars.num_rows]
+    if tables:
+        out.scalars = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    for p in parts:
+        out.files += p.files
+        out.images += p.images
+        out.audio += p.audio
+        out.texts += p.texts
+        out.histograms += p.histograms
+        out.curves += p.curves
+        out.embeddings += p.embeddings
+        for k, v in p.hparams.items():
+            out.hparams.setdefault(k, v)
+        out.hparam_metrics += [m for m in p.hparam_metrics if m not in out.hparam_metrics]
+        for k, v in p.meta.items():
+            out.meta.setdefault(k, v)
+        out.artifacts += p.artifacts
+        out.problems += p.problems
+    return out
 
 
 @dataclass

@@ -22,6 +22,7 @@ from .config import Config
 from .errors import Problem
 from .model import SiteRun
 from .resources import templates_dir
+from .store import Store
 
 RESOURCE_PREFIXES = ("sys/", "system/", "gpu/", "memory/", "mem/", "cpu/", "resources/")
 
@@ -113,12 +114,12 @@ class Assets:
     urls: dict[str, str]  # logical name -> path from the site root
 
 
-def _assets() -> Assets:
+def _assets(store: Store | None = None) -> Assets:
     static = templates_dir() / "static"
     files: dict[str, bytes] = {}
     urls: dict[str, str] = {}
     items = {
-        "vega.js": vega.bundle(),
+        "vega.js": vega.bundle(store),
         "specs.js": js_data("SITEGEN_SPECS", charts.templates()),
         "site.js": (static / "site.js").read_bytes(),
         "site.css": (static / "site.css").read_bytes(),
@@ -145,9 +146,9 @@ def last_values(run: SiteRun) -> dict[str, float]:
     return out
 
 
-def render_site(runs: list[SiteRun], config: Config, problems: list[Problem]) -> dict[str, bytes]:
+def render_site(runs: list[SiteRun], config: Config, problems: list[Problem], *, store: Store | None = None) -> dict[str, bytes]:
     env = _env()
-    assets = _assets()
+    assets = _assets(store)
     files = dict(assets.files)
     metrics = key_metrics(runs, config)
     hparam_names = sorted({k for r in runs for k in r.data.hparams}, key=str)

@@ -1,0 +1,227 @@
+"""The decode cache: one entry per log file, in Arrow IPC files plus a small JSON header.
+
+Keyed by the file's absolute path, size, mtime and the decoder version. Log files only grow, so
+when a cached file has grown, only its new tail is decoded (from the last complete record) and
+appended to the entry. Only this module touches the cache folder; every write is atomic (temp
+file + rename), and an unreadable entry is simply decoded again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from .errors import Problem
+from .model import (
+    RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData,
+    SourceFile, Text, merge_parts,
+)
+
+log = logging.getLogger(__name__)
+
+#: Bump when any decoder's output changes: every cached entry is then decoded again.
+DECODER_VERSION = "1"
+
+_F64 = pa.list_(pa.float64())
+_SCHEMAS = {
+    "images": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("width", pa.int64()), ("height", pa.int64())]),
+    "audio": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("sample_rate", pa.float64())]),
+    "texts": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("text", pa.large_string())]),
+    "histograms": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("left", _F64), ("right", _F64), ("count", _F64)]),
+    "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
+    "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
+}
+_TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
+
+
+def _to_table(kind: str, items: list) -> pa.Table:
+    schema = _SCHEMAS[kind]
+    if kind == "curves":
+        rows = {"kind": [c.kind for c in items], "tag": [c.tag for c in items], "step": [c.step for c in items],
+                "wall_time": [c.wall_time for c in items], "names": [list(c.columns) for c in items],
+                "values": [[np.asarray(v, dtype=np.float64).tolist() for v in c.columns.values()] for c in items]}
+    else:
+        rows = {f.name: [_plain(getattr(i, f.name)) for i in items] for f in schema}
+    return pa.table(rows, schema=schema)
+
+
+def _plain(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+def _from_table(kind: str, table: pa.Table) -> list:
+    rows = table.to_pylist()
+    if kind == "curves":
+        return [Curve(r["kind"], r["tag"], r["step"], r["wall_time"], {n: np.array(v) for n, v in zip(r["names"], r["values"])}) for r in rows]
+    if kind == "histograms":
+        return [Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows]
+    return [_TYPES[kind](**r) for r in rows]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/sitegen`` or ``~/.cache/sitegen``: persist it between CI runs."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sitegen"
+
+
+class Store:
+    """A cache folder (``None``: caching off)."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = Path(root) if root is not None else None
+
+    def blob(self, name: str, make: Callable[[], bytes]) -> bytes:
+        """A named byte string made once and then kept (e.g. the Vega bundle)."""
+        if self.root is None:
+            return make()
+        path = self.root / "blobs" / name
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+        data = make()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("cannot cache %s in %s: %s", name, self.root, exc)
+        return data
+
+    def _entry_dir(self, path: Path) -> Path:
+        assert self.root is not None
+        digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+        return self.root / "files" / DECODER_VERSION / digest[:2] / digest
+
+    def read_file(
+        self,
+        path: Path,
+        options: ReadOptions,
+        decode: Callable[..., tuple[RunData, dict]],
+    ) -> RunData:
+        """The decoded content of one log file, from the cache where possible.
+
+        ``decode(path, options, start=..., state=...)`` decodes from ``start`` to the end.
+        """
+        try:
+            st = path.stat()
+        except OSError as exc:
+            run = RunData(name="", format="")
+            run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            return run
+        if self.root is None:
+            return decode(path, options)[0]
+        key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "verify": options.verify, "fast": options.fast,
+               "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars}
+        entry = self._entry_dir(path)
+        header = self._header(entry)
+        if header is not None and header["key"] == key:
+            cached = self._load(entry, header)
+            if cached is not None:
+                return cached
+        if (
+            header is not None
+            and all(header["key"][k] == key[k] for k in key if k not in ("size", "mtime_ns"))
+            and header["key"]["size"] <= st.st_size
+            and self._prefix_unchanged(path, header)
+        ):
+            cached = self._load(entry, header)
+            if cached is not None:
+                end = header["state"]["end"]
+                tail, state = decode(path, options, start=end, state=header["state"])
+                cached.problems = [p for p in cached.problems if not (p.kind == "truncated" and (p.offset or 0) >= end)]
+                run = merge_parts("", cached.format, [cached, tail])
+                run.files = tail.files
+                self._save(entry, key, state, run, path)
+                return run
+        run, state = decode(path, options)
+        self._save(entry, key, state, run, path)
+        return run
+
+    @staticmethod
+    def _header(entry: Path) -> dict | None:
+        try:
+            return json.loads((entry / "entry.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _probe(path: Path, end: int) -> str:
+        """A fingerprint of the decoded prefix: its first 4 KiB and the 64 bytes before ``end``.
+        A file that was replaced rather than appended to almost surely changes one of them."""
+        with path.open("rb") as f:
+            head = f.read(min(4096, end))
+            f.seek(max(end - 64, 0))
+            tail = f.read(min(64, end))
+        return hashlib.sha256(head + b"|" + tail).hexdigest()
+
+    def _prefix_unchanged(self, path: Path, header: dict) -> bool:
+        try:
+            return self._probe(path, header["state"]["end"]) == header.get("probe")
+        except OSError:
+            return False
+
+    def _load(self, entry: Path, header: dict) -> RunData | None:
+        try:
+            run = RunData(name="", format=header["format"])
+            for kind in header["tables"]:
+                with ipc.open_file(pa.memory_map(str(entry / f"{kind}.arrow"))) as reader:
+                    table = reader.read_all()
+                if kind == "scalars":
+                    run.scalars = table
+                else:
+                    setattr(run, kind, _from_table(kind, table))
+            run.files = [SourceFile(Path(f["path"]), f["size"], f["decoded_bytes"]) for f in header["files"]]
+            run.hparams = header["hparams"]
+            run.hparam_metrics = header["hparam_metrics"]
+            run.meta = header["meta"]
+            run.artifacts = [Artifact(**a) for a in header["artifacts"]]
+            run.problems = [Problem(**p) for p in header["problems"]]
+            return run
+        except (OSError, KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            log.info("cache entry %s unusable (%s); decoding again", entry, exc)
+            return None
+
+    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
+        tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            tables = []
+            if run.scalars.num_rows:
+                self._write(tmp / "scalars.arrow", run.scalars.cast(RUN_SCALARS_SCHEMA))
+                tables.append("scalars")
+            for kind in _SCHEMAS:
+                items = getattr(run, kind)
+                if items:
+                    self._write(tmp / f"{kind}.arrow", _to_table(kind, items))
+                    tables.append(kind)
+            header = {
+                "key": key, "state": state, "format": run.format, "tables": tables, "probe": self._probe(path, state["end"]),
+                "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes} for f in run.files],
+                "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
+                "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
+            }
+            (tmp / "entry.json").write_text(json.dumps(header), "utf-8")
+            old = entry.with_name(entry.name + f".old{os.getpid()}")
+            if entry.exists():
+                os.rename(entry, old)
+            os.rename(tmp, entry)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError as exc:
+            log.warning("cannot write the cache entry for %s: %s", path, exc)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @staticmethod
+    def _write(target: Path, table: pa.Table) -> None:
+        with ipc.new_file(str(target), table.schema) as writer:
+            writer.write_table(table)

@@ -1,0 +1,105 @@
+"""The decode cache returns exactly what a fresh decode returns, and decodes only appended tails."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLE
+from sitegen.model import ReadOptions, RunData
+from sitegen.read import tfevents
+from sitegen.store import Store
+
+
+def _biggest_event_file() -> Path:
+    return max(EXAMPLE.rglob("*tfevents*"), key=lambda p: p.stat().st_size)
+
+
+def _same(a: RunData, b: RunData) -> None:
+    ta, tb = a.scalars, b.scalars
+    assert ta.column("tag").to_pylist() == tb.column("tag").to_pylist()
+    assert ta.column("step").to_pylist() == tb.column("step").to_pylist()
+    for col in ("wall_time", "value"):
+        assert np.array_equal(ta.column(col).to_numpy().view(np.uint64), tb.column(col).to_numpy().view(np.uint64))
+    assert [(i.tag, i.step, i.data) for i in a.images] == [(i.tag, i.step, i.data) for i in b.images]
+    assert [(t.tag, t.step, t.text) for t in a.texts] == [(t.tag, t.step, t.text) for t in b.texts]
+    assert [(h.tag, h.step, h.count.tolist(), h.left.tolist()) for h in a.histograms] == [
+        (h.tag, h.step, h.count.tolist(), h.left.tolist()) for h in b.histograms
+    ]
+    assert [(c.tag, {k: v.tolist() for k, v in c.columns.items()}) for c in a.curves] == [
+        (c.tag, {k: v.tolist() for k, v in c.columns.items()}) for c in b.curves
+    ]
+    assert [(x.tag, x.data) for x in a.audio] == [(x.tag, x.data) for x in b.audio]
+    assert a.hparams == b.hparams and a.hparam_metrics == b.hparam_metrics
+    assert [(p.offset, p.kind) for p in a.problems] == [(p.offset, p.kind) for p in b.problems]
+    assert [(f.size, f.decoded_bytes) for f in a.files] == [(f.size, f.decoded_bytes) for f in b.files]
+
+
+class Counting:
+    """Wraps the decoder to record which byte offsets decoding started from."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+
+    def __call__(self, path, options, *, start=0, state=None):
+        self.starts.append(start)
+        return tfevents.decode_file(path, options, start=start, state=state)
+
+
+def test_cache_hit_equals_fresh_decode(tmp_path: Path):
+    src = tmp_path / "events.out.tfevents.1.host"
+    shutil.copy(_biggest_event_file(), src)
+    store, dec = Store(tmp_path / "cache"), Counting()
+    first = store.read_file(src, ReadOptions(), dec)
+    second = store.read_file(src, ReadOptions(), dec)
+    assert dec.starts == [0]  # the second read came from the cache
+    _same(first, tfevents.decode_file(src, ReadOptions())[0])
+    _same(second, first)
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.71])
+def test_grown_file_decodes_only_its_tail(tmp_path: Path, cut: float):
+    full = _biggest_event_file().read_bytes()
+    src = tmp_path / "events.out.tfevents.1.host"
+    src.write_bytes(full[: int(len(full) * cut)])  # usually cuts a record in half: a pending tail
+    store, dec = Store(tmp_path / "cache"), Counting()
+    partial = store.read_file(src, ReadOptions(), dec)
+    assert partial.files[0].decoded_bytes <= len(full) * cut
+    with src.open("ab") as f:
+        f.write(full[int(len(full) * cut) :])
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 1_000_000))
+    grown = store.read_file(src, ReadOptions(), dec)
+    assert dec.starts == [0, partial.files[0].decoded_bytes]
+    assert dec.starts[1] > 0
+    _same(grown, tfevents.decode_file(src, ReadOptions())[0])
+
+
+@pytest.mark.parametrize("where", ["head", "before-end"])
+def test_replaced_file_is_decoded_again(tmp_path: Path, where: str):
+    full = _biggest_event_file().read_bytes()
+    src = tmp_path / "events.out.tfevents.1.host"
+    src.write_bytes(full[: len(full) // 2])
+    store, dec = Store(tmp_path / "cache"), Counting()
+    first = store.read_file(src, ReadOptions(), dec)
+    other = bytearray(full)
+    other[200 if where == "head" else first.files[0].decoded_bytes - 10] ^= 0xFF  # not an append
+    src.write_bytes(bytes(other))
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 1_000_000))
+    again = store.read_file(src, ReadOptions(), dec)
+    assert dec.starts == [0, 0]
+    _same(again, tfevents.decode_file(src, ReadOptions())[0])
+
+
+def test_corrupt_cache_entry_is_decoded_again(tmp_path: Path):
+    src = tmp_path / "events.out.tfevents.1.host"
+    shutil.copy(_biggest_event_file(), src)
+    store, dec = Store(tmp_path / "cache"), Counting()
+    store.read_file(src, ReadOptions(), dec)
+    for arrow in (tmp_path / "cache").rglob("scalars.arrow"):
+        arrow.write_bytes(b"garbage")
+    again = store.read_file(src, ReadOptions(), dec)
+    assert dec.starts == [0, 0]
+    _same(again, tfevents.decode_file(src, ReadOptions())[0])
