@@ -1,0 +1,74 @@
+"""Downsampling keeps first, last, extremes and every non-finite point; matches the reference."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sitegen.downsample import downsample, minmax_reference, newest_per_step
+
+
+def test_spike_nan_and_last_value_survive():
+    n = 200_000
+    step = np.arange(n, dtype=np.int64)
+    value = np.sin(step / 5000.0)
+    value[12345] = 50.0
+    value[777] = np.nan
+    value[150_000] = -np.inf
+    s = downsample(step, step * 1.0, value, 2000)
+    assert len(s.step) <= 2000 + 8
+    assert s.thinned
+    assert 12345 in s.step and 777 in s.step and 150_000 in s.step
+    assert s.step[0] == 0 and s.step[-1] == n - 1
+    assert np.all(np.diff(s.step) > 0)
+    assert s.stats.max_value == 50.0 and s.stats.max_step == 12345
+    assert s.stats.nan == 1 and s.stats.neginf == 1 and s.stats.count == n
+    assert s.stats.last_value == value[-1]
+
+
+def test_resumed_run_draws_the_newest_value_per_step():
+    step = np.array([0, 1, 2, 3, 4, 2, 3, 4, 5], dtype=np.int64)
+    value = np.array([0, 1, 2, 3, 4, 20, 30, 40, 50], dtype=np.float64)
+    s = downsample(step, step * 1.0, value, 100)
+    assert s.step.tolist() == [0, 1, 2, 3, 4, 5]
+    assert s.value.tolist() == [0, 1, 20, 30, 40, 50]
+    assert s.stats.count == 9 and s.stats.max_value == 50
+
+
+def test_newest_per_step_matches_a_dict():
+    rng = np.random.default_rng(1)
+    step = rng.integers(0, 50, 500)
+    idx = newest_per_step(step)
+    expected = {}
+    for i, s in enumerate(step.tolist()):
+        expected[s] = i
+    assert idx.tolist() == [expected[s] for s in sorted(expected)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=3000),
+    n_out=st.integers(min_value=8, max_value=400),
+)
+def test_selection_invariants(values, n_out):
+    value = np.array(values, dtype=np.float64)
+    step = np.arange(len(value), dtype=np.int64)
+    s = downsample(step, step * 1.0, value, n_out)
+    chosen = set(s.step.tolist())
+    assert 0 in chosen and len(value) - 1 in chosen
+    assert set(np.flatnonzero(~np.isfinite(value)).tolist()) <= chosen
+    finite = np.isfinite(value)
+    if finite.any():
+        assert s.stats.min_value == value[finite].min() and s.stats.max_value == value[finite].max()
+        assert int(np.flatnonzero(value == value[finite].max())[0]) in chosen or value[finite].max() in s.value
+    assert len(s.step) <= n_out + np.count_nonzero(~finite) + 4
+    assert np.array_equal(s.value, value[s.step], equal_nan=True)
+
+
+def test_reference_keeps_each_buckets_extremes():
+    rng = np.random.default_rng(7)
+    y = rng.standard_normal(10_000)
+    idx = minmax_reference(np.arange(10_000), y, 100)
+    bounds = np.linspace(0, 10_000, 51).astype(int)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        assert a + int(np.argmax(y[a:b])) in idx and a + int(np.argmin(y[a:b])) in idx
