@@ -35,14 +35,17 @@ def scan(
     *,
     include: tuple[str, ...] = (),
     exclude: tuple[str, ...] = (),
+    patterns: dict[str, tuple[str, ...]] | None = None,
     problems: list[Problem] | None = None,
 ) -> list[RunSource]:
     """All runs below ``archive`` in sorted name order, sub-runs pointing at their parent.
 
     Symlinks are followed, but a directory already visited (same device and inode) is not
     entered again, so symlink loops end. ``include``/``exclude`` are globs on run names;
-    excluding a run also drops its sub-runs.
+    excluding a run also drops its sub-runs. ``patterns`` gives file-name globs to readers whose
+    files are configurable (``{"tabular": ("*.csv",)}``).
     """
+    patterns = patterns or {}
     archive = Path(archive)
     if not archive.is_dir():
         raise UsageError(f"{archive}: not a directory")
@@ -73,7 +76,8 @@ def scan(
             dirnames[:] = []
             continue
         for reader in READERS.values():
-            files = sorted(f for f in filenames if reader.claims(f) and (directory / f).is_file())
+            args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
+            files = sorted(f for f in filenames if reader.claims(f, *args) and (directory / f).is_file())
             if files:
                 found.append(
                     RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))

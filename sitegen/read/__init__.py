@@ -3,8 +3,9 @@
 A reader module provides:
 
 * ``FORMAT``: its key in :data:`READERS`;
-* ``claims(filename) -> bool``: does a file with this basename hold this format's logs? The scan
-  makes a run of every directory that directly holds a claimed file;
+* ``claims(filename[, patterns]) -> bool``: does a file with this basename hold this format's
+  logs? The scan makes a run of every directory that directly holds a claimed file; formats whose
+  file names are configurable (CSV/JSONL) take the configured glob patterns;
 * ``read(source: RunSource, options: ReadOptions) -> RunData``: decode one run. Damage is never
   raised: it is reported in ``RunData.problems`` and every intact record is kept.
 
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import tfevents
+from . import mlflow, tabular, tfevents, visualdl
 
 #: format name -> reader module, in the order the scan asks them (first claim wins).
 READERS: dict[str, ModuleType] = {
     tfevents.FORMAT: tfevents,
+    visualdl.FORMAT: visualdl,
+    mlflow.FORMAT: mlflow,
+    tabular.FORMAT: tabular,
 }

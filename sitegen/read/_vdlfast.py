@@ -14,6 +14,9 @@ oracle) and, when ``fast`` is on, hands periodic stretches of scalar records to 
   and step/timestamp/value are pulled out as strided views. A row that differs (a new tag, a wider
   step varint, an image, damage) ends the stretch and the slow walk takes over.
 
+Where the log is not periodic (tags in varying order), period searches back off exponentially and
+records go through the per-record parser, whose common scalar layout is decoded inline.
+
 A verified row has byte-for-byte the structure of its template record, so it parses to exactly
 what the slow parser would return; the tests check that on real files.
 """
@@ -27,6 +30,7 @@ import numpy as np
 from ..errors import Problem
 
 HEADER = 8
+MAX_PERIOD = 1024  # records per period (tags logged per step) the vectorized path learns
 MAX_LEN = 1 << 31  # protobuf's own message cap; longer lengths are damage, never allocated
 _M64 = (1 << 64) - 1
 
@@ -190,7 +194,8 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
     tag_ids: dict[str, int] = {}
     pend = _Pending()
     hist: list[tuple] = []  # (offset, record length, key, tag idx, layout) of templatable scalars
-    need = 16
+    need = 8
+    fails = cool = 0  # failed period searches in a row; records to go before looking again
     off = start
 
     def tag_id(tag: str) -> int:
@@ -211,19 +216,23 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
         if fast and len(hist) >= need:
             period = _period(hist)
             if period:
-                rows, chunk, nrec = _stretch(b, off, hist[-period:])
+                rows, parts, nrec = _stretch(b, off, hist[-period:])
                 if rows:
                     pend.flush(out)
-                    out.chunks.append(chunk)
+                    out.chunks += parts
                     out.fast_records += nrec
                     off += rows
                     out.end = off
                     hist.clear()
-                    need = 16
+                    need, fails = 8, 0
                     continue
-            need = min(2 * len(hist), 4096)
-            if len(hist) > 4096:
-                del hist[:2048]
+            if len(hist) >= 2 * MAX_PERIOD:
+                del hist[:MAX_PERIOD]
+            need = min(2 * len(hist), 2 * MAX_PERIOD)
+            fails += 1
+            if fails >= 3:  # not periodic here: stop looking for a while (backing off)
+                cool, need = min(16 << fails, 1 << 13), 8
+                hist.clear()
         if size - off < HEADER:
             out.problems.append(
                 Problem(path, off, "truncated", f"incomplete record header ({size - off} bytes): not written yet")
@@ -248,7 +257,6 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
             else:
                 if not items:
                     out.problems.append(Problem(path, off, "bad-record", "record holds no value; skipped"))
-                    hist.clear()
                 for item in items:
                     if isinstance(item, Scalar):
                         i = tag_id(item.tag)
@@ -258,13 +266,17 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
                         pend.bits.append(item.bits)
                     else:
                         out.others.append((off, item))
-                if len(items) == 1 and isinstance(items[0], Scalar) and items[0].layout is not None:
+                if cool:
+                    cool -= 1
+                elif fast and len(items) == 1 and isinstance(items[0], Scalar) and items[0].layout is not None:
                     hist.append(_key(b, off, stop, items[0].layout) + (i,))
-                else:
+                elif hist or fails:
                     hist.clear()
+                    need, fails = 8, 0
                 off = out.end = stop
                 continue
         hist.clear()
+        need = 8
         if nxt is None:
             break
         off = nxt
@@ -286,10 +298,12 @@ def _key(b: bytes, off: int, stop: int, layout: tuple) -> tuple:
 
 
 def _period(hist: list[tuple]) -> int:
+    """Smallest P such that the last 2P records are one period of P repeated twice, or 0."""
     keys = [h[2] for h in hist]
     n = len(keys)
-    for p in range(1, n // 2 + 1):
-        if keys[n - 2 * p : n - p] == keys[n - p :]:
+    last = keys[-1]
+    for p in range(1, min(n // 2, MAX_PERIOD) + 1):
+        if keys[n - 1 - p] == last and keys[n - 2 * p : n - p] == keys[n - p :]:
             return p
     return 0
 
@@ -303,30 +317,67 @@ _C1, _C2, _C3 = (np.uint64(x) for x in (0x7F7F7F7F7F7F7F7F, 0x007F007F007F007F, 
 _C4, _C5, _C6, _C7 = (np.uint64(x) for x in (0x00003FFF00003FFF, 0x3FFF00003FFF0000, 0x0FFFFFFF, 0x0FFFFFFF00000000))
 
 
-def _varints(b, pos: int, rows: int, width: int, span: tuple[int, int] | None) -> np.ndarray:
-    """Decode the varint at ``span`` (relative to the row) of every row as int64."""
+def _raw(b, pos: int, rows: int, width: int, span: tuple[int, int]) -> np.ndarray:
+    """The bytes of a <= 8-byte varint of every row, as one uint64 each (little-endian)."""
+    a, z = span
+    if z - a == 1:
+        return _words(b, pos, rows, width, a, "u1").astype(np.uint64)
+    # the word ending at the varint's last byte, minus the bytes before the varint
+    return _words(b, pos, rows, width, z - 8) >> np.uint64(8 * (8 - (z - a)))
+
+
+def _compact(x: np.ndarray, w: int) -> np.ndarray:
+    """Varint bytes (w <= 8, little-endian in x) -> value: drop every byte's top bit. Modifies x."""
+    if w == 1:
+        return x
+    x &= _C1
+    t = x & _C3
+    x &= _C2
+    t >>= np.uint64(1)
+    x |= t  # 14-bit groups in 16-bit lanes
+    if w > 2:
+        t = x & _C5
+        x &= _C4
+        t >>= np.uint64(2)
+        x |= t  # 28-bit groups in 32-bit lanes
+    if w > 4:
+        t = x & _C7
+        x &= _C6
+        t >>= np.uint64(4)
+        x |= t
+    return x
+
+
+def _varints(b, pos: int, rows: int, width: int, span: tuple[int, int] | None, like=None) -> tuple:
+    """Decode the varint at ``span`` (relative to the row) of every row: (int64 values, raw words).
+
+    ``like`` is the (values, raw words, width) of another slot: rows whose bytes are equal reuse
+    its values (a row usually holds one step and one timestamp for all its tags)."""
     if span is None:
-        return np.zeros(rows, np.int64)
+        return np.zeros(rows, np.int64), None
     a, z = span
     w = z - a
-    if w <= 8:  # the word ending at the varint's last byte; drop the bytes before it
-        x = _words(b, pos, rows, width, z - 8) >> np.uint64(8 * (8 - w))
-        x &= _C1
-        x = (x & _C2) | ((x & _C3) >> np.uint64(1))
-        x = (x & _C4) | ((x & _C5) >> np.uint64(2))
-        x = (x & _C6) | ((x & _C7) >> np.uint64(4))
-    else:  # 9-10 bytes (negative steps): byte by byte, wrapping at 64 bits like the slow parser
+    if w > 8:  # 9-10 bytes (negative steps): byte by byte, wrapping at 64 bits like the slow parser
         x = np.zeros(rows, np.uint64)
         for k in range(w):
             col = _words(b, pos, rows, width, a + k, "u1").astype(np.uint64)
             x |= (col & np.uint64(0x7F)) << np.uint64(7 * k)
-    return x.view(np.int64)
+        return x.view(np.int64), None
+    raw = _raw(b, pos, rows, width, span)
+    if like is not None and like[1] is not None and like[2] == w:
+        differ = np.flatnonzero(raw != like[1])
+        if not len(differ):
+            return like[0], like[1]
+        vals = like[0].copy()
+        vals[differ] = _compact(raw[differ], w).view(np.int64)
+        return vals, raw
+    return _compact(raw.copy(), w).view(np.int64), raw
 
 
-def _stretch(b: bytes, off: int, recs: list[tuple]) -> tuple[int, tuple | None, int]:
+def _stretch(b: bytes, off: int, recs: list[tuple]) -> tuple[int, list, int]:
     """Verify and decode as many whole rows of the template ``recs`` as follow ``off``.
 
-    Returns (bytes consumed, chunk, records decoded)."""
+    Returns (bytes consumed, chunks, records decoded)."""
     width = sum(r[1] for r in recs)
     tmpl = bytearray(b"".join(r[2][2] for r in recs))
     mask = bytearray(b"\xff" * width)
@@ -340,35 +391,52 @@ def _stretch(b: bytes, off: int, recs: list[tuple]) -> tuple[int, tuple | None, 
                     tmpl[base + k] = 0x80 if k < s[1] - 1 else 0
         mask[base + val : base + val + 4] = b"\0\0\0\0"
         base += r[1]
-    nw = width // 8
-    tail = width - 8  # the last (overlapping) word covers the bytes a whole-word view misses
-    m_main = np.frombuffer(bytes(mask[: nw * 8]), "<u8")
-    e_main = np.frombuffer(bytes(tmpl[: nw * 8]), "<u8")
-    m_tail = np.uint64(int.from_bytes(mask[tail:], "little"))
-    e_tail = np.uint64(int.from_bytes(tmpl[tail:], "little"))
+    mask_b = np.frombuffer(bytes(mask), np.uint8)
+    tmpl_b = np.frombuffer(bytes(tmpl), np.uint8) & mask_b
     size = len(b)
+    total = (size - off) // width
+    # the template repeated once per row (about 256 KB), compared as whole words
+    tile = max(1, min(total, (256 << 10) // width))
+    mask_t, tmpl_t = np.tile(mask_b, tile), np.tile(tmpl_b, tile)
+    nt = len(mask_t) // 8
+    mask_w, tmpl_w = mask_t[: nt * 8].view("<u8"), tmpl_t[: nt * 8].view("<u8")
     pos = off
     block = 64
+    cap = max(64, (8 << 20) // width)
     parts = []
     while True:
         m = min(block, (size - pos) // width)
         if m <= 0:
             break
-        main = np.ndarray(shape=(m, nw), dtype="<u8", buffer=b, offset=pos, strides=(width, 8))
-        ok = ((main & m_main) == e_main).all(axis=1)
-        if width % 8:
-            ok &= (_words(b, pos, m, width, tail) & m_tail) == e_tail
-        good = m if ok.all() else int(np.argmin(ok))
+        good = 0
+        while good < m:
+            k = min(tile, m - good)
+            ok = _verify(b, pos + good * width, k, width, mask_t, tmpl_t, mask_w, tmpl_w)
+            good += ok
+            if ok < k:
+                break
         if good:
             parts.append(_extract(b, pos, good, width, recs))
             pos += good * width
         if good < m:
             break
-        block = min(block * 4, max(1, (8 << 20) // width))
-    if not parts:
-        return 0, None, 0
-    chunk = tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
-    return pos - off, chunk, len(chunk[0])
+        block = min(block * 4, cap)
+    return pos - off, parts, sum(len(p[0]) for p in parts)
+
+
+def _verify(b, pos: int, rows: int, width: int, mask_t, tmpl_t, mask_w, tmpl_w) -> int:
+    """How many of ``rows`` rows at ``pos`` match the tiled template (conservative by a row)."""
+    nbytes = rows * width
+    nw = nbytes // 8
+    diff = np.frombuffer(b, "<u8", nw, pos) ^ tmpl_w[:nw]
+    diff &= mask_w[:nw]
+    if diff.any():
+        return int(np.argmax(diff != 0)) * 8 // width  # the row where the first bad word starts
+    if nbytes > nw * 8:
+        rest = np.frombuffer(b, np.uint8, nbytes - nw * 8, pos + nw * 8)
+        if ((rest & mask_t[nw * 8 : nbytes]) != tmpl_t[nw * 8 : nbytes]).any():
+            return nw * 8 // width
+    return rows
 
 
 def _extract(b: bytes, pos: int, rows: int, width: int, recs: list[tuple]) -> tuple[np.ndarray, ...]:
@@ -378,11 +446,17 @@ def _extract(b: bytes, pos: int, rows: int, width: int, recs: list[tuple]) -> tu
     ts = np.empty((rows, nslot), np.int64)
     bits = np.empty((rows, nslot), np.uint32)
     base = 0
+    prev_id = prev_ts = None
     for j, r in enumerate(recs):
         id_span, ts_span, val = r[3]
         sh = lambda s: None if s is None else (s[0] + base, s[1] + base)  # noqa: E731
-        step[:, j] = _varints(b, pos, rows, width, sh(id_span))
-        ts[:, j] = _varints(b, pos, rows, width, sh(ts_span))
+        i_vals, i_raw = _varints(b, pos, rows, width, sh(id_span), prev_id)
+        t_vals, t_raw = _varints(b, pos, rows, width, sh(ts_span), prev_ts)
+        step[:, j], ts[:, j] = i_vals, t_vals
+        if id_span is not None:
+            prev_id = (i_vals, i_raw, id_span[1] - id_span[0])
+        if ts_span is not None:
+            prev_ts = (t_vals, t_raw, ts_span[1] - ts_span[0])
         bits[:, j] = _words(b, pos, rows, width, base + val, "<u4")
         base += r[1]
     return idx, step.ravel(), ts.ravel(), bits.ravel()

@@ -76,6 +76,7 @@ _ESCAPES = {
     "_": "\xa0", "L": "\u2028", "P": "\u2029",
 }
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_BREAKS = "\n\r\x85\u2028\u2029"
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
 _KEY = re.compile(r"([^\s#'\"\-?:,\[\]{}&*!|>%@`][^:]*?|-[^\s:][^:]*?):(?:[ \t]+|$)")
@@ -102,20 +103,27 @@ def _fold(raw: str, quote: str) -> str:
     i, n = 0, len(raw)
     while i < n:
         c = raw[i]
-        if c == "\n":
+        if c in _BREAKS:
+            # YAML 1.1 (PyYAML) line breaks: \n \r \x85 fold to a space (or, after empty
+            # lines, to one "\n" each); \u2028 and \u2029 are kept as themselves
             while len(out) > floor and out[-1] in " \t":
                 out.pop()
-            breaks = 0
+            first = "\n" if c in "\n\r\x85" else c
+            breaks: list[str] = []
             i += 1
-            while True:  # skip the next lines' indentation; count empty lines
+            while True:  # skip the next lines' indentation; collect empty lines' breaks
                 while i < n and raw[i] in " \t":
                     i += 1
-                if i < n and raw[i] == "\n":
-                    breaks += 1
+                if i < n and raw[i] in _BREAKS:
+                    breaks.append("\n" if raw[i] in "\n\r\x85" else raw[i])
                     i += 1
                     continue
                 break
-            out.append("\n" * breaks if breaks else " ")
+            if first != "\n":
+                out.append(first)
+            elif not breaks:
+                out.append(" ")
+            out.extend(breaks)
             floor = len(out)
             continue
         if quote == "'" and c == "'" and i + 1 < n and raw[i + 1] == "'":
@@ -127,7 +135,7 @@ def _fold(raw: str, quote: str) -> str:
             if i + 1 >= n:
                 raise YamlError("backslash at the end of a double-quoted value")
             e = raw[i + 1]
-            if e == "\n":  # escaped line break: no space, next line's indentation dropped
+            if e in _BREAKS:  # escaped line break: no space, next line's indentation dropped
                 i += 2
                 while i < n and raw[i] in " \t":
                     i += 1
@@ -381,7 +389,10 @@ def _is_experiment_dir(directory: Path) -> bool:
     meta = _peek_meta(directory / META)
     if "experiment_id" in meta and "run_id" not in meta and "run_uuid" not in meta:
         return True
-    return not (directory / META).exists() and any(_is_run_dir(d) for d in _subdirs(directory))
+    if "run_id" in meta or "run_uuid" in meta or "name" in meta:
+        return False  # a run, or another mlflow object (registered model, ...)
+    # meta.yaml missing or garbage: an experiment all the same if it holds runs
+    return any(_is_run_dir(d) for d in _subdirs(directory))
 
 
 def _is_run_dir(directory: Path) -> bool:
@@ -680,6 +691,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     ``tag:<key>`` per run tag. ``RunData.hparams`` holds the params as the raw strings mlflow
     stored (never converted to numbers: "0.10" and "0.1" stay different). Scalars: metric keys
     sorted, each key's lines in file order; wall_time is the timestamp in seconds.
+    ``RunData.files``: the run's meta.yaml, then the metric files.
     """
     run = RunData(name=source.name, format=FORMAT)
     run_dir = Path(source.directory)
@@ -687,6 +699,11 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     problems = run.problems
 
     meta = _read_meta(run_dir / META, problems)
+    try:  # listed so that problems of meta.yaml show with the run's files
+        size = (run_dir / META).stat().st_size
+        run.files.append(SourceFile(run_dir / META, size, size))
+    except OSError:
+        pass
     exp_meta = _read_meta(exp_dir / META, problems)
     tags = _read_tree(run_dir / "tags", problems)
     run.hparams = dict(_read_tree(run_dir / "params", problems))

@@ -19,8 +19,12 @@ Mapping to :class:`~sitegen.model.RunData`:
   ``>= i/(n-1)`` in bucket ``i``, and that is the threshold given for row ``i``.
 * ``add_hparams``: ``hparams`` (int, float or str values; the first record of a run wins, later
   ones only add new names) and ``hparam_metrics`` (metric tags; their values are the last scalar of
-  each tag, which the site looks up); ``meta_data.display_name`` -> ``meta["title"]`` (the last
-  non-empty one).
+  each tag, which the site looks up); ``meta_data.display_name`` -> ``meta["title"]`` (the first
+  non-empty one of the run, so that a cached prefix plus its new tail merge like one read; VisualDL
+  lets a later meta record rename the run).
+
+Incremental reads: ``decode_file(path, options, start=state["end"])`` decodes only what was
+appended (the decode cache in ``sitegen.store`` calls it like that).
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ from ..model import (
     RunSource,
     SourceFile,
     Text,
+    merge_parts,
 )
 from ._vdlfast import BadWire, Scalar, Walk, fields, signed, varint, walk
 
@@ -57,50 +62,40 @@ def claims(filename: str) -> bool:
     return "vdlrecords" in os.path.basename(filename)
 
 
-def read(source: RunSource, options: ReadOptions) -> RunData:
+def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     """Decode every file of the run, in the order given, into one :class:`RunData`."""
-    run = RunData(name=source.name, format=FORMAT)
-    tables = []
-    for path in source.files:
-        one = decode_file(path, options)
-        run.files.extend(one.files)
-        tables.append(one.scalars)
-        run.images += one.images
-        run.audio += one.audio
-        run.texts += one.texts
-        run.histograms += one.histograms
-        run.curves += one.curves
-        run.embeddings += one.embeddings
-        for k, v in one.hparams.items():
-            run.hparams.setdefault(k, v)
-        run.hparam_metrics += [m for m in one.hparam_metrics if m not in run.hparam_metrics]
-        run.meta.update(one.meta)
-        run.problems += one.problems
-    if tables:
-        run.scalars = pa.concat_tables(tables)
-    return run
+    return merge_parts(source.name, FORMAT, [decode_file(path, options)[0] for path in source.files])
 
 
-def decode_file(path: str | os.PathLike, options: ReadOptions | None = None, *, start: int = 0, fast: bool = True) -> RunData:
-    """Decode one file from byte offset ``start`` (0, or a previous ``decoded_bytes``).
+def decode_file(
+    path: str | os.PathLike, options: ReadOptions = ReadOptions(), *, start: int = 0, state: dict | None = None,
+    fast: bool | None = None,
+) -> tuple[RunData, dict]:
+    """Decode one file from byte offset ``start`` (0, or the ``end`` of a previous call's state).
 
-    ``files[0].decoded_bytes`` of the result is the end of the last complete record, where an
-    incremental read resumes. ``fast=False`` decodes every record one by one (the oracle).
+    Returns the file's data and ``{"end": offset after the last complete record}``, where an
+    incremental read resumes (also ``files[0].decoded_bytes``). ``fast=False`` (default:
+    ``options.fast``) decodes every record one by one: the oracle of the vectorized path.
     """
     path = Path(path)
     try:
         buf = path.read_bytes()
     except OSError as exc:
-        run = RunData(name=str(path), format=FORMAT, files=[SourceFile(path, 0, start)])
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc}"))
-        return run
-    return decode_bytes(buf, str(path), options, start=start, fast=fast, file=path)
+        run = RunData(name="", format=FORMAT)
+        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        return run, {"end": start}
+    if start > len(buf):
+        start = 0  # the file shrank: it was replaced, read it again
+    run = decode_bytes(buf, str(path), options, start=start, fast=options.fast if fast is None else fast, file=path)
+    return run, {"end": run.files[0].decoded_bytes}
 
 
-def decode_bytes(buf: bytes, path: str, options: ReadOptions | None = None, *, start: int = 0, fast: bool = True, file: Path | None = None) -> RunData:
-    options = options or ReadOptions()
+def decode_bytes(
+    buf: bytes, path: str, options: ReadOptions = ReadOptions(), *, start: int = 0, fast: bool = True, file: Path | None = None
+) -> RunData:
+    """Decode ``buf[start:]`` (the bytes of the file ``path``); the run's name is left empty."""
     w = walk(buf, path, lambda b, p, e, strict: parse_record(b, p, e, strict, options), start=start, fast=fast)
-    run = RunData(name=path, format=FORMAT, files=[SourceFile(file or Path(path), len(buf), w.end)])
+    run = RunData(name="", format=FORMAT, files=[SourceFile(file or Path(path), len(buf), w.end)])
     run.scalars = scalars_table(w)
     run.problems = list(w.problems)
     for off, item in w.others:
@@ -122,7 +117,7 @@ def decode_bytes(buf: bytes, path: str, options: ReadOptions | None = None, *, s
             run.hparam_metrics += [m for m in item[2] if m not in run.hparam_metrics]
         elif item[0] == "title":
             if item[1]:
-                run.meta["title"] = item[1]
+                run.meta.setdefault("title", item[1])
         elif item[0] == "problem":
             run.problems.append(Problem(path, off, item[1], item[2]))
     return run
@@ -131,6 +126,9 @@ def decode_bytes(buf: bytes, path: str, options: ReadOptions | None = None, *, s
 def wall_times(ts: np.ndarray) -> np.ndarray:
     """ms since the epoch -> seconds; values below 2e9 are already seconds."""
     f = ts.astype(np.float64)
+    if len(ts) and ts.min() >= 2_000_000_000:
+        f /= 1000.0
+        return f
     return np.where(ts < 2_000_000_000, f, f / 1000.0)
 
 
@@ -163,6 +161,10 @@ def parse_record(b: bytes, p: int, e: int, strict: bool, options: ReadOptions) -
     metrics)``, ``("title", name)`` or ``("problem", kind, message)``. Raises BadWire.
 
     strict (used to resync after damage): exactly one Value, with a tag and a known kind."""
+    if b[p] == 0x0A:  # the writer's scalar layout, decoded inline (same result as the general path)
+        quick = _quick_scalar(b, p, e)
+        if quick is not None:
+            return [quick]
     every = [(num, wt, a, z) for num, wt, _, a, z in fields(b, p, e)]
     values = [(a, z) for num, wt, a, z in every if num == 1 and wt == 2]
     single = len(every) == len(values) == 1
@@ -172,6 +174,28 @@ def parse_record(b: bytes, p: int, e: int, strict: bool, options: ReadOptions) -
     for a, z in values:
         out.append(_parse_value(b, a, z, strict, options, single))
     return out
+
+
+def _quick_scalar(b: bytes, p: int, e: int) -> Scalar | None:
+    """``0a L [08 id] 12 n tag 18 ts 25 f32`` filling exactly ``b[p:e]``, else None."""
+    n, q = varint(b, p + 1, e)
+    if q + n != e or q >= e:
+        return None
+    step, id_span = 0, None
+    if b[q] == 0x08:
+        step, r = varint(b, q + 1, e)
+        id_span, q = (q + 1, r), r
+    if q + 2 > e or b[q] != 0x12:
+        return None
+    n, q = varint(b, q + 1, e)
+    tag = _text(b, q, q + n)
+    q += n
+    if q >= e or b[q] != 0x18:
+        return None
+    ts, r = varint(b, q + 1, e)
+    if r + 5 != e or b[r] != 0x25:
+        return None
+    return Scalar(tag, signed(step), signed(ts), int.from_bytes(b[r + 1 : e], "little"), (id_span, (q + 1, r), r + 1))
 
 
 def _parse_value(b: bytes, p: int, e: int, strict: bool, options: ReadOptions, single: bool):
