@@ -1,13 +1,15 @@
 """Low-level helpers of :mod:`sitegen.read.tfevents_fast`.
 
-* strided, possibly unaligned numpy views into the file buffer (one column of a periodic stretch);
-* the per-record classifier of the two fast scalar layouts and the byte template (mask and
-  expected bytes, as 64-bit words) a periodic stretch is verified against;
+* strided, possibly unaligned numpy views into the file buffer (one field of every period);
+* the per-record classifier of the two fast scalar layouts, and the per-byte mask of what a
+  later period must repeat exactly;
 * the reference damage policy, one record at a time (header check, vectorized resync);
-* bulk payload-CRC checks by XOR over groups of equal-length payloads.
+* bulk payload-CRC checks by XOR over whole periods (equal-length payloads per position);
+* vectorized varint decoding of fixed-width step fields.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -17,7 +19,7 @@ import numpy as np
 from .tfrecord import FOOTER, HEADER, mask
 
 _MASK_DELTA = np.uint32(0xA282EAD8)
-_U8, _U32, _U64 = np.dtype("u1"), np.dtype("<u4"), np.dtype("<u8")
+U8, U32, U64 = np.dtype("u1"), np.dtype("<u4"), np.dtype("<u8")
 _TF2_MID = bytes.fromhex("420a080112002204")  # tensor{dtype=FLOAT, shape={}, content: 4 bytes}
 _TF2_TAIL = bytes.fromhex("4a0b0a090a07") + b"scalars"  # metadata{plugin_data{name="scalars"}}
 MAX_FAST_PAYLOAD = 160  # longer payloads cannot match a fast layout
@@ -55,7 +57,7 @@ def resync(a: np.ndarray, start: int) -> int | None:
     lo, chunk = start, 4096
     while lo <= last:
         hi = min(last + 1, lo + chunk)
-        lens = col(a, _U64, lo, hi - lo, 1)
+        lens = col(a, U64, lo, hi - lo, 1)
         room = (size - HEADER - FOOTER) - np.arange(lo, hi, dtype=np.int64)  # >= 0 here
         for i in np.flatnonzero(lens <= room.astype(np.uint64)):
             if length_ok(a, lo + int(i)):
@@ -96,6 +98,8 @@ def classify(p: bytes) -> tuple[Layout, int] | None:
             b = p[9 + s]
             step |= (b & 0x7F) << (7 * (s - 1))
             if not b & 0x80:
+                if not b:  # explicit zero or a padded varint: not what a writer emits
+                    return None
                 break
         i = 10 + s
     if n < i + 6 or p[i] != 0x2A or p[i + 2] != 0x0A or p[i + 4] != 0x0A:
@@ -138,85 +142,69 @@ def record_mask(layout: Layout | None, n: int) -> np.ndarray:
     return m
 
 
-def template_words(rec: np.ndarray, m: np.ndarray, base: int) -> list[tuple[int, np.uint64, np.uint64, bool]]:
-    """Cover the masked bytes of one template record with unaligned u64 words.
-
-    Returns ``(offset, mask, expected, full_mask)`` with offsets shifted by ``base``.
-    """
-    words = []
-    size, i = len(m), 0
-    nz = np.flatnonzero(m)
-    while True:
-        nz = nz[nz >= i]
-        if not nz.size:
-            return words
-        w = min(int(nz[0]), size - 8)
-        mw = int.from_bytes(m[w : w + 8].tobytes(), "little")
-        ew = int.from_bytes(rec[w : w + 8].tobytes(), "little") & mw
-        words.append((base + w, np.uint64(mw), np.uint64(ew), mw == (1 << 64) - 1))
-        i = w + 8
-
-
 def decode_steps(a: np.ndarray, off: int, s: int, count: int, stride: int) -> np.ndarray:
     """Decode ``count`` step varints of exactly ``s`` bytes (1..9) starting at ``off`` + k*stride."""
     if s == 1:
-        return col(a, _U8, off, count, stride).astype(np.int64)
-    v = col(a, _U64, off, count, stride)  # 9-byte varints: the 9th byte is added below
-    out = v & np.uint64(0x7F)
+        return col(a, U8, off, count, stride)
+    wide = s > 4
+    v = np.array(col(a, U64 if wide else U32, off, count, stride))  # one strided gather
+    typ = v.dtype.type
+    out = v & typ(0x7F)
     tmp = np.empty_like(out)
     for i in range(1, min(s, 8)):
-        np.right_shift(v, np.uint64(i), out=tmp)  # byte i's low 7 bits: from bit 8*i to bit 7*i
-        tmp &= np.uint64(0x7F << (7 * i))
+        np.right_shift(v, typ(i), out=tmp)  # byte i's low 7 bits: from bit 8*i to bit 7*i
+        tmp &= typ(0x7F << (7 * i))
         out |= tmp
-    if s == 9:
-        last = col(a, _U8, off + 8, count, stride).astype(np.uint64) & np.uint64(0x7F)
-        out |= last << np.uint64(56)
-    return out.view(np.int64)
+    if s == 9:  # the 9th byte holds bits 56..62
+        out |= (col(a, U8, off + 8, count, stride).astype(np.uint64) & typ(0x7F)) << typ(56)
+    return out.view(np.int64) if wide else out
 
 
-def _zero_crc(n: int, cache: dict[int, int] = {}) -> int:  # noqa: B006 - deliberate memo
-    if n not in cache:
-        cache[n] = google_crc32c.value(bytes(n))
-    return cache[n]
+@functools.lru_cache(maxsize=256)
+def _zero_crc(n: int) -> int:
+    """CRC32C of ``n`` zero bytes: the constant of the affine map for payloads of length ``n``."""
+    return google_crc32c.value(bytes(n))
 
 
-def crc_group_bad(a: np.ndarray, base: int, n: int, count: int, stride: int) -> list[int]:
-    """Indices k of the records at ``base + k*stride`` (payload ``n`` bytes) whose payload CRC fails.
+def crc_block_bad(a: np.ndarray, base: int, period: int, count: int, rel: list[tuple[int, int]]) -> list[int]:
+    """Offsets of the records whose payload CRC fails, among ``count`` periods at ``base``.
 
+    ``rel`` lists each record of a period as (offset in the period, payload length).
     CRC32C is affine over GF(2): for equal-length payloads, the XOR of their (unmasked) CRCs is the
-    CRC of the XOR of the payloads, up to the CRC of ``n`` zero bytes when the count is even. One
-    CRC call checks a whole group. To keep identical damage in two (or three) records from
-    cancelling, the group is also checked on every "bit ``b`` of k is set" subset (log2(count)
-    extra checks, computed by an XOR tree). Any group of 1-3 damaged records is caught; the rare
-    residue (>= 4 records with identical error syndromes, even on every such subset, or a CRC32C
-    collision of 2**-32) is documented in :mod:`sitegen.read.tfevents_fast`. When a check fails,
-    each record of the group is rechecked on its own, so exactly the bad ones are reported.
+    CRC of the XOR of the payloads, up to the CRC of ``n`` zero bytes when the count is even. So
+    XOR-ing whole periods checks every record position with one CRC call each. To keep identical
+    damage in 2 or 3 records from cancelling, each power-of-two chunk of periods is also checked on
+    every "bit b of the period index is set" subset, all computed by one XOR tree (~2x the work of a
+    single XOR). A failing (chunk, position) is rechecked record by record, so exactly the bad
+    records are reported. Residual risk: see :mod:`sitegen.read.tfevents_fast`.
     """
-    if count == 0:
-        return []
-    nw = -(-n // 8)
-    pad = 8 * nw - n  # words start `pad` bytes before the payload (inside the 12-byte header)
-    width = 1 << max(0, (count - 1).bit_length())
-    mat = np.zeros((nw + 1, width), np.uint64)
-    mat[:nw, :count] = np.ndarray((nw, count), _U64, buffer=a, offset=base + HEADER - pad, strides=(8, stride))
-    mat[nw, :count] = unmask(col(a, _U32, base + HEADER + n, count, stride))
-    sums: list[tuple[np.ndarray, int]] = []
-    bit = 0
-    while mat.shape[1] > 1:
-        odd = mat[:, 1::2]
-        sums.append((np.bitwise_xor.reduce(odd, axis=1), _count_bit(count, bit)))
-        mat = mat[:, 0::2] ^ odd
-        bit += 1
-    sums.append((mat[:, 0], count))
-    zero = _zero_crc(n)
-    for xs, k in sums:
-        want = google_crc32c.value(xs[:nw].tobytes()[pad:]) ^ (0 if k % 2 else zero)
-        if k and want != int(xs[nw]):
-            return [i for i in range(count) if not crc_ok(a, base + i * stride, n)]
-    return []
+    bad: list[int] = []
+    k0 = 0
+    while k0 < count:
+        size = 1 << ((count - k0).bit_length() - 1)
+        bad += _chunk_bad(a, base + k0 * period, period, size, rel)
+        k0 += size
+    return sorted(bad)
 
 
-def _count_bit(count: int, bit: int) -> int:
-    """How many k in range(count) have bit ``bit`` set."""
-    period = 1 << (bit + 1)
-    return (count // period) * (period >> 1) + max(0, count % period - (period >> 1))
+def _chunk_bad(a: np.ndarray, base: int, period: int, count: int, rel: list[tuple[int, int]]) -> list[int]:
+    cur = a[base : base + count * period].reshape(count, period)
+    crcs = np.empty((len(rel), count), np.uint32)
+    for j, (c, n) in enumerate(rel):
+        crcs[j] = col(a, U32, base + c + HEADER + n, count, period)
+    crcs = unmask(crcs)
+    sums = []  # (XOR of the periods of one subset, XOR of their unmasked CRCs, subset size)
+    while cur.shape[0] > 1:
+        odd = cur[1::2]
+        sums.append((np.bitwise_xor.reduce(odd, axis=0), np.bitwise_xor.reduce(crcs[:, 1::2], axis=1), count // 2))
+        cur = cur[0::2] ^ odd
+        crcs = crcs[:, 0::2] ^ crcs[:, 1::2]
+    sums.append((cur[0], crcs[:, 0], count))
+    bad = []
+    for j, (c, n) in enumerate(rel):
+        zero = _zero_crc(n)
+        for xs, cs, k in sums:
+            if google_crc32c.value(xs[c + HEADER : c + HEADER + n]) ^ (0 if k % 2 else zero) != int(cs[j]):
+                bad += [base + i * period + c for i in range(count) if not crc_ok(a, base + i * period + c, n)]
+                break
+    return bad

@@ -11,15 +11,26 @@ record *shapes* (length, tag, step varint width) repeats with some period of ``p
 ``P`` bytes. The decoder
 
 1. walks records one at a time (the reference damage policy, mirrored in :mod:`._fastframe`) and
-   classifies each payload; as soon as the last ``2p`` shapes repeat, it
-2. predicts the following periods and checks them in blocks of up to ~4 MB with one vectorized
-   compare per 64-bit word of a byte template: length and length-CRC bytes, every fixed payload
-   byte (field tags, lengths, tag bytes, TF2 tensor/metadata bytes) and the continuation bits of
-   the step varint. Only wall_time, the step's value bits, the f32 and the payload CRC may vary.
-   The verified run is accepted; where the pattern breaks (a step varint widens, an image or a
-   histogram is interleaved, damage), it goes back to step 1 at the first differing period;
-3. extracts wall_time, step and value of each period position as strided numpy views, and
+   classifies each payload; as soon as the last ``2p`` shapes repeat (and the period holds at
+   least one fast record), it
+2. predicts the following periods and checks them in blocks of up to 1 MB with one vectorized
+   masked compare of the block against the last walked period: length and length-CRC bytes,
+   every fixed payload byte (field tags, lengths, tag bytes, TF2 tensor/metadata bytes), the
+   continuation bits of the step varint and a non-zero last step byte (canonical varint). Only
+   wall_time, the step's value bits, the f32 and the payload CRC may vary. Records of the
+   period that are not fast (e.g. a fixed-size histogram) are checked on their length only and go
+   to ``other``. The verified run is accepted (its output rows are reserved, in file order);
+   where the pattern breaks (a step varint widens, an image is interleaved, damage), the walk of
+   step 1 resumes at the first differing period, and after each walked record the same template
+   is tried again, so an interleaved image costs one walked record, not a new period search;
+3. decodes the accepted runs of one template in batches of up to 1 MB (copied side by side when
+   records interrupted them): wall_time, step and value of each period position are strided
+   numpy views, written into the reserved rows, and
 4. (``verify=True``) checks payload CRCs in bulk, see below.
+
+Falls back to the per-record walk: at the start of a file, after every break of the pattern
+(one record, or ``2p`` records when the shape itself changed), and for files with no repeating
+shape at all (every record is then classified in Python: still correct, just not fast).
 
 Fast layouts (anything else, however valid, goes to ``other``):
 
@@ -28,26 +39,29 @@ Fast layouts (anything else, however valid, goes to ``other``):
 2. TF2 ``tf.summary.scalar``: ``09 f64 [10 step] 2a T+29 0a T+27 0a T tag 42 0a 08 01 12 00 22 04
    f32 4a 0b 0a 09 0a 07 "scalars"`` (T <= 98).
 
-The step is absent (0) or a varint of 1..9 bytes (negative steps take 10 bytes: ``other``).
-Tags must be valid UTF-8.
+The step is absent (0) or a canonical varint of 1..9 bytes (an explicit ``10 00``, a padded
+varint, or a negative step, which takes 10 bytes, goes to ``other``). Tags must be valid UTF-8.
 
 Payload CRCs in bulk, and the residual risk
 -------------------------------------------
-CRC32C is affine over GF(2), so one CRC call checks the XOR of all equal-length payloads of one
-period position in one block against the XOR of their stored CRCs. Identical damage in several
-records cancels in an XOR; the group is therefore also checked on each "bit b of the record's
-index in the block is set" subset (an XOR tree, ~2x the work of one XOR). Any 1, 2 or 3 damaged
-records of a group are detected. Damage is missed only if >= 4 records of one group carry exactly
-the same error syndrome (e.g. the same bit flipped at the same place) at indices that pair up on
-every subset, or by a CRC32C collision (2**-32 per group): far below the risk of damage that
-the CRC itself cannot see. A failing group is rechecked record by record, so exactly the bad
-records are reported (``bad-crc``) and skipped. ``verify=False`` skips payload CRCs; length
-CRCs are always checked (as part of the header template).
+CRC32C is affine over GF(2): for payloads of equal length, the XOR of their unmasked CRCs equals
+the CRC of the XOR of the payloads, up to a constant (the CRC of that many zero bytes) when their
+number is even. So the decoder XORs whole periods of a verified block together and checks every
+record position with one CRC call. Identical damage in several records would cancel in an XOR,
+so each power-of-two chunk of periods is also checked on every "bit b of the period index is
+set" subset (one XOR tree, ~2x the memory traffic of a single XOR). Any 1, 2 or 3 damaged records
+of one (chunk, position) group are therefore always detected. Residual risk: damage is missed
+if >= 4 records of one group carry exactly the same error syndrome (e.g. the same bit flipped
+at the same byte) at indices that cancel on every subset (e.g. indices 0-3), or by a CRC32C
+collision (2**-32 per group, the same odds as for one record checked alone). A failing group
+is rechecked record by record, so exactly the bad records are reported (``bad-crc``) and
+skipped. ``verify=False`` skips payload CRCs; length CRCs are always checked (the header bytes
+are part of the template, and the walk checks them one by one).
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,7 +69,7 @@ from ..errors import Problem
 from . import _fastframe as ff
 from .tfrecord import FOOTER, HEADER
 
-BLOCK_BYTES = 4 << 20  # largest stretch verified and decoded at once
+BLOCK_BYTES = 1 << 20  # largest stretch verified and decoded at once (1 MB: stays in L2; 4 MB measured slower)
 MAX_PERIOD = 256  # records per period considered
 
 
@@ -66,10 +80,10 @@ class FastScalars:
     tag_id: np.ndarray  # int32 index into `tag`
     step: np.ndarray  # int64
     wall_time: np.ndarray  # float64
-    value: np.ndarray  # float64
-    other: list[tuple[int, int, int]] = field(default_factory=list)  # (record, payload, length)
-    problems: list[Problem] = field(default_factory=list)
-    end: int = 0
+    value: np.ndarray  # float64 (f32 simple_value widened exactly; TF2 DT_FLOAT tensor_content widened)
+    other: list[tuple[int, int, int]]  # (record_offset, payload_offset, payload_length), file order
+    problems: list[Problem]  # the same problems the reference walk reports on the same bytes
+    end: int  # same meaning as Framing.end of the reference walk
 
 
 @dataclass
@@ -79,6 +93,19 @@ class _Pos:
     c: int  # offset of the record inside the period
     n: int  # payload length
     layout: ff.Layout | None  # None: goes to `other`
+
+
+@dataclass
+class _Template:
+    """A verified period: what every later period must look like."""
+
+    pos: list[_Pos]
+    period: int  # bytes
+    trow: np.ndarray  # template bytes, already masked
+    mrow: np.ndarray  # which bits must equal the template's
+    step_bytes: list[int]  # offsets of the last step varint byte of each fast record (must be != 0)
+    tids: np.ndarray  # tag ids of the fast positions
+    fast: list[_Pos]
 
 
 def decode_scalars(
@@ -107,6 +134,9 @@ class _Decoder:
         self.other: list[tuple[int, int, int]] = []
         self.problems: list[Problem] = []
         self.bad_rows: list[int] = []  # record offsets of fast rows written before their CRC failed
+        self.tpl: _Template | None = None  # the period being decoded in bulk
+        self.segs: list[tuple[int, int, int]] = []  # its verified stretches: (offset, periods, first row)
+        self.queued = 0  # periods in segs
 
     def _tag_id(self, tag: bytes) -> int:
         tid = self.tag_ids.get(tag)
@@ -125,7 +155,7 @@ class _Decoder:
         sigs: list[tuple] = []  # shapes of the records walked since the last stretch
         recs: list[int] = []  # their offsets
         last_seen: dict[tuple, list[int]] = {}
-        retry_at, fails = 0, 0
+        retry_at = fails = misses = 0
         while off < size:
             if size - off < HEADER:
                 self._problem(off, "truncated", f"incomplete record header ({size - off} bytes): not written yet")
@@ -147,20 +177,29 @@ class _Decoder:
             if self.verify and not ff.crc_ok(a, off, length):
                 self._problem(off, "bad-crc", "bad payload checksum; record skipped")
                 sigs, recs, last_seen = [], [], {}
-            else:
-                sig = self._one(off, length)
-                sigs.append(sig)
-                recs.append(off)
-                p = self._period(sigs, last_seen, sig)
-                if p and len(sigs) >= retry_at:
-                    nxt = self._stretch(recs[-p:], stop, sigs[-p:])
-                    if nxt > stop:
-                        stop = nxt
-                        sigs, recs, last_seen, retry_at, fails = [], [], {}, 0, 0
-                    else:  # back off so a false period does not cost a numpy round per record
-                        fails += 1
-                        retry_at = len(sigs) + p * (1 << min(fails, 6))
+                off = end = stop
+                continue
+            sig = self._one(off, length)
+            sigs.append(sig)
+            recs.append(off)
+            p = self._period(sigs, last_seen, sig)
+            nxt = stop
+            # a period without a fast record would only check lengths: same-length scalars
+            # could then be swallowed into `other`, so such periods stay on the slow walk
+            if p and len(sigs) >= retry_at and any(sg[0] for sg in sigs[-p:]):
+                nxt = self._stretch(self._template(recs[-p:], stop, sigs[-p:]), stop)
+                if nxt == stop:  # back off so a false period does not cost a numpy round per record
+                    fails += 1
+                    retry_at = len(sigs) + p * (1 << min(fails, 6))
+            elif self.tpl is not None and misses < 2 * len(self.tpl.pos) + 8:
+                # something interrupted the last stretch (an image, a histogram...): go on after it
+                nxt = self._stretch(self.tpl, stop)
+                misses = misses + 1 if nxt == stop else 0
+            if nxt > stop:
+                stop = nxt
+                sigs, recs, last_seen, retry_at, fails, misses = [], [], {}, 0, 0, 0
             off = end = stop
+        self._flush()
         return self._result(end)
 
     def _one(self, off: int, length: int) -> tuple:
@@ -196,76 +235,94 @@ class _Decoder:
             del prev[0]
         return found
 
-    def _stretch(self, recs: list[int], base: int, sigs: list[tuple]) -> int:
-        """Verify and decode periods like the one at ``recs`` starting at ``base``; return the offset reached."""
-        a = self.a
+    def _template(self, recs: list[int], base: int, sigs: list[tuple]) -> _Template:
+        """The period formed by the walked records ``recs`` (ending at ``base``)."""
         first = recs[0]
-        period = base - first
         pos = [_Pos(r - first, s[1], s[0] if s[0] else None) for r, s in zip(recs, sigs)]
-        words = []
-        for p in pos:
-            m = ff.record_mask(p.layout, p.n)
-            words += ff.template_words(a[first + p.c : first + p.c + len(m)], m, p.c)
+        mrow = np.concatenate([ff.record_mask(p.layout, p.n) for p in pos])
+        fast = [p for p in pos if p.layout is not None]
+        return _Template(
+            pos, base - first, self.a[first:base] & mrow, mrow,
+            [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s],
+            np.array([self._tag_id(p.layout.tag) for p in fast], np.int32), fast,
+        )
+
+    def _stretch(self, t: _Template, base: int) -> int:
+        """Verify periods like ``t`` from ``base`` on and queue them; return the offset reached."""
+        a, period = self.a, t.period
+        if t is not self.tpl:
+            self._flush()
+            self.tpl = t
         avail = (self.size - base) // period
-        cap = max(1, BLOCK_BYTES // period)
+        cap = 1 << max(0, (BLOCK_BYTES // period).bit_length() - 1)
         blk = min(16, cap)
         while avail:
             cnt = min(blk, avail)
-            acc = None
-            for w, mw, ew, full in words:
-                t = np.bitwise_xor(ff.col(a, ff._U64, base + w, cnt, period), ew)
-                if not full:
-                    t &= mw
-                if acc is None:
-                    acc = t
-                else:
-                    acc |= t
-            bad = np.flatnonzero(acc)
-            ok = int(bad[0]) if bad.size else cnt
-            if ok:
-                self._block(base, ok, period, pos)
+            diff = np.bitwise_xor(a[base : base + cnt * period].reshape(cnt, period), t.trow)
+            diff &= t.mrow
+            ok = int(np.flatnonzero(diff.max(axis=1))[0]) if np.count_nonzero(diff) else cnt
+            for c in t.step_bytes:  # the step varint must be canonical: its last byte is not 0
+                zero = np.flatnonzero(ff.col(a, ff.U8, base + c, ok, period) == 0)
+                ok = int(zero[0]) if zero.size else ok
+            if ok:  # reserve the rows now (file order), decode them with the batch
+                self.segs.append((base, ok, self.n))
+                self.n += ok * len(t.fast)
+                self.queued += ok
                 base += ok * period
                 avail -= ok
+                if self.queued >= cap:
+                    self._flush()
             if ok < cnt:
                 break
             blk = min(blk * 4, cap)
         return base
 
-    def _block(self, base: int, cnt: int, period: int, pos: list[_Pos]) -> None:
-        """Decode ``cnt`` verified periods starting at ``base``."""
-        a = self.a
-        fast = [p for p in pos if p.layout is not None]
-        nf = len(fast)
+    def _flush(self) -> None:
+        """Decode the queued periods of the current template as one contiguous batch."""
+        t, segs = self.tpl, self.segs
+        if not segs:
+            return
+        a, period, fast, nf = self.a, self.tpl.period, self.tpl.fast, len(self.tpl.fast)
+        self.segs, cnt, self.queued = [], self.queued, 0
+        if len(segs) == 1:
+            blk, b0 = a, segs[0][0]
+        else:  # copy the stretches side by side: then every field is one strided view
+            blk, b0 = np.concatenate([a[b : b + c * period] for b, c, _ in segs]), 0
+        starts = np.concatenate([np.arange(b, b + c * period, period, dtype=np.int64) for b, c, _ in segs])
         if nf:
-            r0, r1 = self.n, self.n + cnt * nf
-            rec = self.rec[r0:r1].reshape(cnt, nf)
-            tid = self.tid[r0:r1].reshape(cnt, nf)
-            step = self.step[r0:r1].reshape(cnt, nf)
-            wall = self.wall[r0:r1].reshape(cnt, nf)
-            val = self.val[r0:r1].reshape(cnt, nf)
+            r0 = segs[0][2]
+            direct = r0 + cnt * nf == self.n  # no slow rows between the stretches
+            if direct:
+                out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
+            else:  # slow rows sit between the stretches: decode aside, then copy into place
+                out = [np.empty((cnt, nf), x.dtype) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
+            rec, tid, step, wall, val = out
+            np.add(starts[:, None], np.array([p.c for p in fast], np.int64), out=rec)
+            tid[:] = t.tids
             for j, p in enumerate(fast):
-                lay, o = p.layout, base + p.c
-                rec[:, j] = np.arange(o, o + cnt * period, period, dtype=np.int64)
-                tid[:, j] = self._tag_id(lay.tag)
-                wall[:, j] = ff.col(a, "<f8", o + HEADER + 1, cnt, period)
-                val[:, j] = ff.col(a, "<f4", o + HEADER + lay.value_off, cnt, period)
-                step[:, j] = ff.decode_steps(a, o + HEADER + 10, lay.s, cnt, period) if lay.s else 0
-            self.n = r1
-        bad: set[int] = set()
+                lay, o = p.layout, b0 + p.c
+                wall[:, j] = ff.col(blk, "<f8", o + HEADER + 1, cnt, period)
+                with np.errstate(invalid="ignore"):  # a signalling NaN is widened (quieted) like C does
+                    val[:, j] = ff.col(blk, "<f4", o + HEADER + lay.value_off, cnt, period)
+                step[:, j] = ff.decode_steps(blk, o + HEADER + 10, lay.s, cnt, period) if lay.s else 0
+            if not direct:
+                k = 0
+                for _, c, row in segs:
+                    for x, y in zip((self.rec, self.tid, self.step, self.wall, self.val), out):
+                        x[row : row + c * nf] = y[k : k + c].reshape(-1)
+                    k += c
+        bad: list[int] = []
         if self.verify:
-            for p in pos:
-                for k in ff.crc_group_bad(a, base + p.c, p.n, cnt, period):
-                    bad.add(base + k * period + p.c)
-            for off in sorted(bad):
-                self._problem(off, "bad-crc", "bad payload checksum; record skipped")
+            for off in ff.crc_block_bad(blk, b0, period, cnt, [(p.c, p.n) for p in t.pos]):
+                k, c = divmod(off - b0, period)
+                bad.append(int(starts[k]) + c)
+                self._problem(bad[-1], "bad-crc", "bad payload checksum; record skipped")
             self.bad_rows += bad
-        others = [p for p in pos if p.layout is None]
+        others = [p.c for p in t.pos if p.layout is None]
         if others:
-            for k in range(cnt):
-                for p in others:
-                    o = base + k * period + p.c
-                    if o not in bad:
-                        self.other.append((o, o + HEADER, p.n))
+            skip = set(bad)
+            n_of = {p.c: p.n for p in t.pos}
+            self.other += [(o, o + HEADER, n_of[c]) for s0 in starts.tolist() for c in others if (o := s0 + c) not in skip]
 
     def _result(self, end: int) -> FastScalars:
         n = self.n
@@ -282,4 +339,5 @@ class _Decoder:
             cols[1] = remap[cols[1]]
             tags = [tags[i] for i in order]
         self.problems.sort(key=lambda pr: pr.offset)
+        self.other.sort()
         return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end)
