@@ -147,6 +147,7 @@ def assemble(sources: list[RunSource], datas: list[RunData], config: Config) -> 
                 start_time=float(data.meta["start_time"]) if "start_time" in data.meta else (min(walls) if walls else None),
                 end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
                 last_step=max(last_steps) if last_steps else None,
+                directory=s.directory,  # sitegen.runpage: env files, notes, artifacts
             )
         )
     return site_runs
@@ -170,16 +171,23 @@ def build(
     problems: list[Problem] = []
     step = progress or (lambda stage, i, n: None)
     step("scanning", 1, 4)
-    sources = scan(archive, include=config.runs.include, exclude=config.runs.exclude, problems=problems)
+    sources = scan(
+        archive, include=config.runs.include, exclude=config.runs.exclude,
+        patterns={"tabular": config.formats.metric_files}, problems=problems,
+    )
     step(f"reading {len(sources)} runs", 2, 4)
     datas = read_all(sources, read_options(config, verify=verify), cache=cache, jobs=jobs)
     for d in datas:
         problems.extend(d.problems)
     site_runs = assemble(sources, datas, config)
     step("rendering", 3, 4)
-    files = publish.with_gzip_twins(render.render_site(site_runs, config, problems, store=Store(cache)))
+    store = Store(cache)
+    files = publish.with_gzip_twins(
+        render.render_site(site_runs, config, problems, store=store), previous=publish.live_build(Path(out))
+    )
     files[manifest.MANIFEST] = manifest.make(
-        files, [f for d in datas for f in d.files], archive=Path(archive), source_date_epoch=source_date_epoch
+        files, [f for d in datas for f in d.files], archive=Path(archive), source_date_epoch=source_date_epoch,
+        hasher=store.sha256,
     )
     step("publishing", 4, 4)
     publish.publish(files, Path(out), keep=keep)

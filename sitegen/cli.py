@@ -2,8 +2,8 @@
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
-2 bad usage or config (argparse errors too), 3 the site could not be written (I/O error),
-130 interrupted.
+2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error; the live
+site is unchanged), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -188,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sitegen: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # a bug: show it, but never as exit 1 ("built with warnings")
+        import traceback
+
+        traceback.print_exc()
+        print("sitegen: internal error (please report it); the live site is unchanged", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,23 +1,51 @@
-"""The only stage that writes into the site folder.
+"""The only stage that writes into the site folder, and it switches sites atomically.
 
-The new site is written into a fresh sibling folder first and then swapped in, so a reader
-never sees half a site and a failed build leaves the previous one untouched. Every path is
-checked to stay inside the output folder; ``.gz`` twins are written beside large text files
-(deterministically: gzip mtime 0) for nginx's ``gzip_static``.
+Layout, for ``--out /srv/www/reports``::
+
+    /srv/www/reports            -> .reports.builds/000007-3f2a9c1b0d4e   (relative symlink)
+    /srv/www/.reports.builds/   000005-..., 000006-..., 000007-...        (the last ``keep`` builds)
+
+A build is written completely into a staging folder inside ``.reports.builds``, renamed to its
+final name, and only then made live by pointing ``reports`` at it: a temporary symlink is
+created and renamed over ``reports`` (``rename(2)`` is atomic). nginx resolves the symlink on
+every request (``disable_symlinks off`` is its default), so it serves either the whole old site
+or the whole new one, never a mix; a failed or killed build leaves the live site untouched and
+its staging folder is removed by the next build. The symlink target is relative, so the parent
+folder can be moved or mounted elsewhere.
+
+An ``out`` that is still a real directory (made by an older sitegen) is migrated: it becomes the
+oldest build, and the symlink takes its place (with ``renameat2(RENAME_EXCHANGE)`` where the
+kernel has it, so even that switch has no gap).
+
+Every path is checked to stay inside the site; ``.gz`` twins are written beside large text files
+for nginx's ``gzip_static`` -- deterministically (gzip mtime 0) and with the same mtime as the
+original, so ``Last-Modified``/``ETag`` agree whichever body nginx picks.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import fcntl
 import gzip
+import hashlib
+import json
 import logging
 import os
+import re
+import secrets
 import shutil
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
-from .errors import SitegenError
+from .errors import SitegenError, UsageError
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg", ".csv")
 GZIP_MIN_BYTES = 1024
+BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
+STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
 
 
 def safe_relpath(rel: str) -> PurePosixPath:
@@ -27,37 +55,251 @@ def safe_relpath(rel: str) -> PurePosixPath:
     return p
 
 
+def with_gzip_twins(files: dict[str, bytes], *, previous: Path | None = None) -> dict[str, bytes]:
+    """``files`` plus a deterministic ``.gz`` twin for every large text file that has none yet.
+
+    Compressing is the costliest part of writing a site, so a twin whose original is unchanged
+    since the ``previous`` build (same path, same SHA-256 in its manifest) is taken from there.
+    """
+    old = _previous_hashes(previous)
+    out = dict(files)
+    for rel, data in files.items():
+        if rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and rel + ".gz" not in files:
+            twin = None
+            if previous is not None and rel in old and rel + ".gz" in old and old[rel] == hashlib.sha256(data).hexdigest():
+                try:
+                    twin = (previous / safe_relpath(rel + ".gz")).read_bytes()
+                except OSError:
+                    twin = None
+                if twin is not None and hashlib.sha256(twin).hexdigest() != old[rel + ".gz"]:
+                    twin = None
+            out[rel + ".gz"] = twin if twin is not None else gzip.compress(data, compresslevel=6, mtime=0)
+    return out
+
+
+def _previous_hashes(previous: Path | None) -> dict[str, str]:
+    """``{path: sha256}`` of a previous build's pages and assets, from its manifest."""
+    if previous is None:
+        return {}
+    try:
+        data = json.loads((previous / "manifest.json").read_text("utf-8"))
+        return {rel: e["sha256"] for rel, e in data["files"].items() if isinstance(e, dict) and "sha256" in e}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_tree(files: dict[str, bytes], root: Path) -> None:
-    """Write ``files`` below ``root`` (which must not exist yet), with .gz twins."""
+    """Write ``files`` below ``root`` (which must not exist yet), with .gz twins, durably."""
+    files = with_gzip_twins(files)
     root.mkdir(parents=True)
     resolved = root.resolve()
+    dirs = {root}
     for rel in sorted(files):
         target = root / safe_relpath(rel)
         if not target.resolve().is_relative_to(resolved):
             raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = files[rel]
-        target.write_bytes(data)
-        if rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES:
-            (target.parent / (target.name + ".gz")).write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+        if target.parent not in dirs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            dirs.add(target.parent)
+        _write_file(target, files[rel])
+    for rel in files:  # a twin carries its original's mtime
+        if rel.endswith(".gz") and rel[:-3] in files:
+            st = (root / rel[:-3]).stat()
+            os.utime(root / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # one sync for the whole tree (a per-file fsync cost seconds on large sites) before the
+    # switch can make it live
+    os.sync()
 
 
-def publish(files: dict[str, bytes], out: Path) -> None:
-    """Replace ``out`` with a site made of ``files``, switching only once everything is written."""
+def tree_hash(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + hashlib.sha256(files[rel]).digest())
+    return h.hexdigest()
+
+
+def builds_dir(out: Path) -> Path:
+    """Where the builds behind ``out`` live: a hidden sibling, outside the served tree."""
+    return out.parent / f".{out.name}.builds"
+
+
+def list_builds(out: Path) -> list[Path]:
+    """The finished builds behind ``out``, oldest first."""
+    folder = builds_dir(Path(out))
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if BUILD_NAME.match(p.name) and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (int(BUILD_NAME.match(p.name).group(1)), p.name))
+
+
+def live_build(out: Path) -> Path | None:
+    """The build ``out`` points at, or None when ``out`` is not a symlink into its builds folder."""
     out = Path(out)
+    if not out.is_symlink():
+        return None
+    target = (out.parent / os.readlink(out)).resolve()
+    return target if target.parent == builds_dir(out).resolve() else None
+
+
+def _looks_like_site(path: Path) -> bool:
+    """An old sitegen site (or an empty folder): safe to take over."""
+    try:
+        names = {p.name for p in path.iterdir()}
+    except OSError:
+        return False
+    return not names or ("index.html" in names and ("assets" in names or "manifest.json" in names))
+
+
+def _check_out(out: Path) -> None:
+    if out.is_symlink():
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a folder; refusing to replace it")
+    if out.is_dir() and not _looks_like_site(out):
+        raise UsageError(f"{out}: is a folder that was not made by sitegen (no index.html and assets/); refusing to replace it")
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One publisher at a time switches and prunes (a concurrent one waits)."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _switch(out: Path, target: Path) -> None:
+    """Point ``out`` at ``target`` with one atomic rename (migrating a real directory first)."""
+    link = out.parent / f".{out.name}.link-{os.getpid()}"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    os.symlink(os.path.relpath(target, out.parent), link)
+    if out.is_symlink() or not out.exists():
+        os.replace(link, out)
+    else:
+        legacy = builds_dir(out) / "000000-legacy"
+        n = 1
+        while legacy.exists():
+            n += 1
+            legacy = builds_dir(out) / f"000000-legacy-{n}"
+        log.info("migrating the old site folder %s to %s", out, legacy)
+        try:
+            if _rename_exchange(link, out):  # out is now the symlink, link the old folder
+                os.rename(link, legacy)
+            else:
+                os.rename(out, legacy)
+                os.replace(link, out)
+        except OSError as exc:
+            if link.is_symlink():
+                link.unlink()
+            raise SitegenError(f"{out}: cannot move the old site folder aside ({exc.strerror}); "
+                               f"is it a mount point? Publish to a path inside it instead") from None
+    _fsync_dir(out.parent)
+
+
+def _prune(out: Path, keep: int) -> None:
+    folder = builds_dir(out)
+    live = live_build(out)
+    builds = list_builds(out)
+    for old in builds[: max(0, len(builds) - keep)]:
+        if live is not None and old.resolve() == live:
+            continue
+        log.info("removing old build %s", old.name)
+        shutil.rmtree(old, ignore_errors=True)
+    for p in folder.iterdir():  # leftovers of killed builds
+        m = STAGING_NAME.match(p.name)
+        if m and not _pid_alive(int(m.group(1))):
+            log.info("removing the unfinished build %s", p.name)
+            shutil.rmtree(p, ignore_errors=True)
+    for p in out.parent.glob(f".{out.name}.link-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if p.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+            p.unlink(missing_ok=True)
+
+
+def publish(files: dict[str, bytes], out: Path, *, keep: int = 3) -> Path:
+    """Make ``out`` serve a site made of ``files``; switch only once everything is on disk.
+
+    Returns the build folder ``out`` now points at. ``keep`` builds (including the new one) are
+    kept for rollback (``ln -sfn .<out>.builds/<older> <out>``); older ones are removed.
+    """
+    if keep < 1:
+        raise UsageError(f"keep must be at least 1, got {keep}")
+    out = Path(out)
+    if not out.name or out.name in (".", ".."):
+        raise UsageError(f"{out}: not a usable output path")
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.new-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
+    _check_out(out)
+    folder = builds_dir(out)
+    folder.mkdir(exist_ok=True)
+    staging = folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         write_tree(files, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.is_symlink() or out.is_file():
-        out.unlink()
-    elif out.exists():
-        os.rename(out, old)
-    os.rename(staging, out)
-    shutil.rmtree(old, ignore_errors=True)
+    digest = tree_hash(files)[:12]
+    with _locked(folder):
+        existing = list_builds(out)
+        seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
+        final = folder / f"{seq:06d}-{digest}"
+        os.rename(staging, final)
+        _fsync_dir(folder)
+        _switch(out, final)
+        _prune(out, keep)
+    log.info("published %s -> %s", out, final.name)
+    return final

@@ -97,6 +97,31 @@ class Store:
             log.warning("cannot cache %s in %s: %s", name, self.root, exc)
         return data
 
+    def sha256(self, path: Path, limit: int) -> tuple[str, int]:
+        """SHA-256 of the first ``limit`` bytes of a log file, remembered per (path, size, mtime):
+        hashing a large archive on every nightly build would cost more than the build itself."""
+        from .manifest import sha256_file
+
+        if self.root is None:
+            return sha256_file(path, limit)
+        st = path.stat()
+        key = f"{path.resolve()}|{limit}|{st.st_size}|{st.st_mtime_ns}"
+        slot = self.root / "hashes" / DECODER_VERSION / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        try:
+            digest, n = slot.read_text("ascii").split()
+            return digest, int(n)
+        except (OSError, ValueError):
+            pass
+        digest, n = sha256_file(path, limit)
+        try:
+            slot.parent.mkdir(parents=True, exist_ok=True)
+            tmp = slot.with_name(slot.name + f".tmp{os.getpid()}")
+            tmp.write_text(f"{digest} {n}", "ascii")
+            os.replace(tmp, slot)
+        except OSError:
+            pass
+        return digest, n
+
     def _entry_dir(self, path: Path) -> Path:
         assert self.root is not None
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()

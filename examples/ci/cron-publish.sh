@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# sitegen nightly publish: build from a mounted archive with a persisted cache, verify, then
+# copy the new build to the web host and switch it live atomically (symlink + rename).
+#
+# crontab -e:
+#   15 2 * * *  ARCHIVE=/mnt/training-logs REMOTE=deploy@web.example.org /opt/sitegen/cron-publish.sh >>/var/log/sitegen-publish.log 2>&1
+#
+# Exit codes: 0 published; 1 published, but some log files were damaged (--strict);
+#             2 bad usage/config or archive not mounted; 3 I/O error; anything else: copy failed.
+# Nothing is ever copied into the live folder: a stale x.js.gz beside a new x.js would serve
+# two different bodies. The previous build stays live until the new one is complete.
+set -euo pipefail
+
+ARCHIVE=${ARCHIVE:-/mnt/training-logs}          # the mounted archive (read only is fine)
+WORK=${WORK:-/var/lib/sitegen}                  # local site: $WORK/$NAME -> $WORK/.$NAME.builds/<id>
+SITEGEN_CACHE=${SITEGEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sitegen}   # keep it between runs
+NAME=${NAME:-reports}                           # URL sub-path on the web host (/reports/)
+KEEP=${KEEP:-3}                                 # builds kept for rollback, here and remotely
+REMOTE=${REMOTE:-}                              # user@host; empty: publish only locally
+REMOTE_ROOT=${REMOTE_ROOT:-/srv/www}            # nginx `root` on the web host
+SITEGEN=${SITEGEN:-sitegen}
+SSH=${SSH:-ssh}                                 # e.g. "ssh -i /etc/sitegen/deploy_key"
+
+log() { printf '%s cron-publish: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+
+mkdir -p "$WORK" "$SITEGEN_CACHE"
+exec 9>"$WORK/.cron-publish.lock"
+if ! flock -n 9; then log "another publish is still running; skipping"; exit 0; fi
+
+if [ ! -d "$ARCHIVE" ] || [ -z "$(ls -A "$ARCHIVE" 2>/dev/null)" ]; then
+    log "archive $ARCHIVE is missing or empty (not mounted?)"; exit 2
+fi
+
+status=0
+"$SITEGEN" build "$ARCHIVE" --out "$WORK/$NAME" --cache "$SITEGEN_CACHE" --keep "$KEEP" --strict --quiet || status=$?
+if [ "$status" -gt 1 ]; then log "build failed with exit code $status; the live site is unchanged"; exit "$status"; fi
+[ "$status" -eq 1 ] && log "built, but some log files were damaged (see the site's problem list)"
+"$SITEGEN" verify "$WORK/$NAME" --quiet
+
+if [ -z "$REMOTE" ]; then log "published $WORK/$NAME -> $(readlink "$WORK/$NAME")"; exit "$status"; fi
+
+id=$(basename "$(readlink "$WORK/$NAME")")     # e.g. 000042-3f2a9c1b0d4e
+builds="$REMOTE_ROOT/.$NAME.builds"
+$SSH "$REMOTE" "mkdir -p '$builds'"
+# Copy into a new folder beside the live build; files unchanged since the live build are hard
+# links to it (--link-dest), so only what changed goes over the wire.
+rsync -a --delete --link-dest="$REMOTE_ROOT/$NAME/" -e "$SSH" \
+    "$WORK/$NAME/" "$REMOTE:$builds/.incoming-$id/"
+# On the web host: finish the folder, swap the symlink with one rename, prune old builds.
+$SSH "$REMOTE" bash -s -- "$REMOTE_ROOT" "$NAME" "$id" "$KEEP" <<'REMOTE_SCRIPT'
+set -euo pipefail
+root=$1 name=$2 id=$3 keep=$4
+builds="$root/.$name.builds"
+rm -rf "$builds/$id"
+mv "$builds/.incoming-$id" "$builds/$id"
+if [ -d "$root/$name" ] && [ ! -L "$root/$name" ]; then
+    echo "$root/$name is a real folder: move it away once (mv $root/$name $builds/000000-legacy)" >&2; exit 2
+fi
+ln -sfn ".$name.builds/$id" "$root/.$name.link-$$"
+mv -T "$root/.$name.link-$$" "$root/$name"      # rename(2): atomic for nginx
+live=$(readlink "$root/$name")
+cd "$builds"
+ls -1d [0-9]*-* 2>/dev/null | sort | head -n -"$keep" | while read -r old; do
+    [ ".$name.builds/$old" = "$live" ] || rm -rf -- "$old"
+done
+REMOTE_SCRIPT
+log "published $REMOTE:$REMOTE_ROOT/$NAME -> .$NAME.builds/$id"
+exit "$status"

@@ -1,0 +1,96 @@
+"""manifest.json: deterministic builds, and ``sitegen verify`` catching every kind of change."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from sitegen import __version__, manifest
+
+from _publish_helpers import EXAMPLE, run_sitegen
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    root = root.resolve()
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_same_source_date_epoch_gives_byte_identical_sites(tmp_path, cache_dir):
+    env = {"SOURCE_DATE_EPOCH": "1718000000"}
+    for name in ("a", "b"):
+        # a fresh cache for the second build: identical output must not depend on cache state
+        cache = cache_dir if name == "a" else tmp_path / "cache-b"
+        r = run_sitegen("build", EXAMPLE, "--out", tmp_path / name / "site", "--cache", cache, "--quiet", env=env)
+        assert r.returncode == 0, r.stderr
+    a, b = _tree(tmp_path / "a" / "site"), _tree(tmp_path / "b" / "site")
+    assert (tmp_path / "a" / "site" / "manifest.json").read_bytes() == (tmp_path / "b" / "site" / "manifest.json").read_bytes()
+    assert sorted(a) == sorted(b)
+    differ = [rel for rel in a if a[rel] != b[rel]]
+    assert differ == [], f"files differ between two builds of the same archive: {differ}"
+    # the build folders get the same content-hash name too
+    assert os.readlink(tmp_path / "a" / "site").split("-")[-1] == os.readlink(tmp_path / "b" / "site").split("-")[-1]
+
+    doc = json.loads(a["manifest.json"])
+    assert doc["version"] == __version__ and doc["source_date_epoch"] == 1718000000
+    assert doc["built"] == "2024-06-10T06:13:20Z"
+    assert set(doc["files"]) == set(a) - {"manifest.json", "manifest.json.gz"}
+    for rel, entry in doc["files"].items():
+        assert entry["size"] == len(a[rel])
+    sources = sorted(p.relative_to(EXAMPLE).as_posix() for p in EXAMPLE.rglob("*") if p.is_file())
+    assert sorted(doc["sources"]) == sources
+    for rel, entry in doc["sources"].items():
+        size = (EXAMPLE / rel).stat().st_size
+        assert entry["size"] == size and entry["decoded"] == [0, size]
+    assert a["manifest.json"] == json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n"
+
+
+def test_no_timestamp_without_source_date_epoch(built_site):
+    text = (built_site / "manifest.json").read_text()
+    doc = json.loads(text)
+    assert "built" not in doc and "source_date_epoch" not in doc
+
+
+def test_verify_detects_changes(tmp_path, built_site, cache_dir):
+    archive = tmp_path / "archive"
+    shutil.copytree(EXAMPLE, archive)
+    out = tmp_path / "site"
+    r = run_sitegen("build", archive, "--out", out, "--cache", cache_dir, "--quiet")
+    assert r.returncode == 0, r.stderr
+    ok = run_sitegen("verify", out, "--archive", archive)
+    assert ok.returncode == 0 and ok.stdout == "", ok.stdout + ok.stderr
+
+    live = out.resolve()
+    page = next(live.glob("runs/*/index.html"))
+    page.write_bytes(page.read_bytes().replace(b"</h1>", b"!</h1>", 1))
+    asset = next(live.glob("assets/site-*.css"))
+    asset.unlink()
+    log = sorted(archive.rglob("events.out.tfevents.*"))[0]
+    with open(log, "ab") as f:
+        f.write(b"\0garbage")
+    (live / "extra.html").write_text("x")
+
+    r = run_sitegen("verify", out)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    rel = lambda p: p.relative_to(live).as_posix()  # noqa: E731
+    assert f"modified: {rel(page)} (size {page.stat().st_size}, manifest says {page.stat().st_size - 1})" in lines
+    assert f"missing: {rel(asset)}" in lines
+    assert "unexpected: extra.html" in lines
+    assert len(lines) == 3, lines  # one line per bad file; the archive is not checked without --archive
+
+    r = run_sitegen("verify", out, "--archive", archive)
+    assert r.returncode == 1
+    src = log.relative_to(archive).as_posix()
+    assert any(line.startswith(f"source modified: {src} ") for line in r.stdout.splitlines()), r.stdout
+    assert len(r.stdout.splitlines()) == 4
+
+    # same size, different bytes: caught by the hash
+    page.write_bytes(page.read_bytes().replace(b"!</h1>", b"</h1>", 1)[:-1] + b"X")
+    assert f"modified: {rel(page)} (sha256 differs)" in manifest.verify(out)
+
+
+def test_verify_without_manifest_is_a_usage_error(tmp_path):
+    (tmp_path / "index.html").write_text("x")
+    r = run_sitegen("verify", tmp_path)
+    assert r.returncode == 2 and "manifest.json" in r.stderr
