@@ -203,6 +203,7 @@ class SiteRun:
     start_time: float | None = None
     end_time: float | None = None
     last_step: int | None = None
+    directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
 
 
 from .downsample import Series  # noqa: E402  (a value type used above; no cycle: downsample imports nothing of ours)
