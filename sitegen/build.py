@@ -2,23 +2,25 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import multiprocessing as mp
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow.compute as pc
 
-from . import manifest, publish, render
+from . import compare, manifest, publish, render
 from .config import Config
 from .downsample import downsample
-from .errors import Problem
-from .model import ChartLine, ReadOptions, RunData, RunSource, SiteRun, merge_parts
+from .errors import Problem, scalar_problems
+from .hparams import run_hparams
+from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts
 from .read import READERS
 from .scan import scan
 from .store import Store, default_cache_dir
@@ -61,27 +63,6 @@ def read_source(source: RunSource, options: ReadOptions, cache: Path | None) -> 
     return merge_parts(source.name, reader.FORMAT, parts)
 
 
-def _read_chunk(args: tuple[list[RunSource], ReadOptions, Path | None]) -> list[RunData]:
-    sources, options, cache = args
-    return [read_source(s, options, cache) for s in sources]
-
-
-def read_all(sources: list[RunSource], options: ReadOptions, *, cache: Path | None, jobs: int = 0) -> list[RunData]:
-    """Read every run, in worker processes when the archive is large enough to pay for them.
-
-    Workers are started with ``spawn``: forking after vl-convert has started hangs.
-    """
-    jobs = jobs or os.cpu_count() or 1
-    size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
-    if jobs <= 1 or len(sources) < 2 or size < PARALLEL_MIN_BYTES:
-        return [read_source(s, options, cache) for s in sources]
-    # contiguous chunks, several per worker, so results come back in order and balance out
-    n = min(len(sources), jobs * 4)
-    chunks = [sources[i * len(sources) // n : (i + 1) * len(sources) // n] for i in range(n)]
-    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=mp.get_context("spawn")) as pool:
-        return [run for part in pool.map(_read_chunk, [(c, options, cache) for c in chunks]) for run in part]
-
-
 def _line_label(sub: RunData, parent: str, tag: str) -> str:
     """The legend label of a sub-run's line: the add_scalars key, else the sub-run's path."""
     if sub.hparams or sub.hparam_metrics:
@@ -94,63 +75,142 @@ def _line_label(sub: RunData, parent: str, tag: str) -> str:
 
 
 def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list[ChartLine]:
+    """One chart line per selected tag, thinned for the chart; the tags are split in one pass."""
     table = run.scalars
     if table.num_rows == 0:
         return []
+    enc = table.column("tag").combine_chunks().dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(enc.dictionary)))])
+    step = table.column("step").to_numpy()[order]
+    wall = table.column("wall_time").to_numpy()[order]
+    value = table.column("value").to_numpy()[order]
     out = []
-    tags = table.column("tag")
-    for tag in sorted(set(tags.to_pylist()), key=str):
-        if not config.tag_selected(tag):
+    for code in sorted(range(len(enc.dictionary)), key=lambda c: str(enc.dictionary[c])):
+        tag = enc.dictionary[code].as_py()
+        a, b = bounds[code], bounds[code + 1]
+        if b == a or not config.tag_selected(tag):
             continue
-        rows = table.filter(pc.equal(tags, tag))
-        series = downsample(
-            rows.column("step").to_numpy(), rows.column("wall_time").to_numpy(), rows.column("value").to_numpy(),
-            config.charts.points_per_chart,
-        )
+        series = downsample(step[a:b], wall[a:b], value[a:b], config.charts.points_per_chart)
         out.append(ChartLine(tag, label if label is not None else _line_label(run, parent, tag), series))
     return out
 
 
+def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
+    """A run as the site shows it: its sub-runs folded in and every chart line prepared."""
+    lines = _lines(data, "", config, source.name)
+    for sub in subs:
+        lines += _lines(sub, None, config, source.name)
+        if not data.hparams and sub.hparams:
+            data.hparams = dict(sub.hparams)
+        for m in sub.hparam_metrics:
+            if m not in data.hparam_metrics:
+                data.hparam_metrics.append(m)
+    lines.sort(key=lambda ln: (ln.tag, ln.label))
+    walls = [w for d in [data, *subs] if d.scalars.num_rows for w in (pc.min(d.scalars["wall_time"]).as_py(), pc.max(d.scalars["wall_time"]).as_py())]
+    walls = [w for w in walls if w is not None and np.isfinite(w)]
+    last_steps = [ln.series.stats.last_step for ln in lines]
+    parts = tuple(PurePosixPath(source.name).parts) if source.name != "." else (".",)
+    experiment = data.meta.get("experiment")
+    if experiment:
+        parts = (experiment, data.meta.get("title") or parts[-1])
+    return SiteRun(
+        name=source.name, slug=slugify(source.name), title=data.meta.get("title") or source.name, parts=parts,
+        data=data, sub_runs=subs, lines=lines,
+        start_time=float(data.meta["start_time"]) if data.meta.get("start_time") else (min(walls) if walls else None),
+        end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
+        last_step=max(last_steps) if last_steps else None,
+        directory=source.directory,  # sitegen.runpage: env files, notes, artifacts
+    )
+
+
 def assemble(sources: list[RunSource], datas: list[RunData], config: Config) -> list[SiteRun]:
-    """Group sub-runs under their parents and prepare every chart line."""
+    """Group sub-runs under their parents and prepare every chart line (whole-archive form)."""
     by_name = {d.name: d for d in datas}
-    children: dict[str, list[RunData]] = {}
+    return [assemble_one(f[0], by_name[f[0].name], [by_name[s.name] for s in f[1:]], config) for f in families(sources)]
+
+
+def families(sources: list[RunSource]) -> list[list[RunSource]]:
+    """Each top-level run followed by its sub-runs, in name order."""
+    children: dict[str, list[RunSource]] = {}
     for s in sources:
         if s.parent is not None:
-            children.setdefault(s.parent, []).append(by_name[s.name])
-    site_runs = []
-    for s in sources:
-        if s.parent is not None:
-            continue
-        data = by_name[s.name]
-        subs = children.get(s.name, [])
-        lines = _lines(data, "", config, s.name)
-        for sub in subs:
-            lines += _lines(sub, None, config, s.name)
-            if not data.hparams and sub.hparams:
-                data.hparams = dict(sub.hparams)
-            for m in sub.hparam_metrics:
-                if m not in data.hparam_metrics:
-                    data.hparam_metrics.append(m)
-        lines.sort(key=lambda ln: (ln.tag, ln.label))
-        walls = [w for d in [data, *subs] if d.scalars.num_rows for w in (pc.min(d.scalars["wall_time"]).as_py(), pc.max(d.scalars["wall_time"]).as_py())]
-        walls = [w for w in walls if w is not None and np.isfinite(w)]
-        last_steps = [ln.series.stats.last_step for ln in lines]
-        parts = tuple(PurePosixPath(s.name).parts) if s.name != "." else (".",)
-        experiment = data.meta.get("experiment")
-        if experiment:
-            parts = (experiment, data.meta.get("title") or parts[-1])
-        site_runs.append(
-            SiteRun(
-                name=s.name, slug=slugify(s.name), title=data.meta.get("title") or s.name, parts=parts,
-                data=data, sub_runs=subs, lines=lines,
-                start_time=float(data.meta["start_time"]) if "start_time" in data.meta else (min(walls) if walls else None),
-                end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
-                last_step=max(last_steps) if last_steps else None,
-                directory=s.directory,  # sitegen.runpage: env files, notes, artifacts
-            )
-        )
-    return site_runs
+            children.setdefault(s.parent, []).append(s)
+    return [[s, *children.get(s.name, [])] for s in sources if s.parent is None]
+
+
+@dataclass
+class Job:
+    """Everything a worker needs to turn one run family into its page and its summary."""
+
+    family: list[RunSource]
+    options: ReadOptions
+    config: Config
+    cache: Path | None
+    urls: dict[str, str]  # asset name -> path from the site root
+    nested_dirs: frozenset  # other runs' folders inside this run's folder (not artifacts)
+    problems_of: list[Problem]  # scan problems (shown on the page when they concern its files)
+
+
+@dataclass
+class RunResult:
+    run: SiteRun  # light: bulk payloads dropped, lines thinned for comparison pages
+    hparams: dict
+    files: dict[str, bytes]  # the run's own pages and media
+    problems: list[Problem]
+    sources: list[SourceFile]
+
+
+def light(run: SiteRun) -> SiteRun:
+    """What the index and comparison pages need of a run: no images, tables or raw scalars,
+    lines thinned to the comparison pages' resolution (exact statistics kept)."""
+    keep = RunData(
+        name=run.data.name, format=run.data.format, files=run.data.files, hparams=run.data.hparams,
+        hparam_metrics=run.data.hparam_metrics, meta=run.data.meta, artifacts=run.data.artifacts,
+        problems=run.data.problems,
+    )
+    lines = []
+    for ln in run.lines:
+        s = ln.series
+        if len(s.step) > compare.MAX_POINTS:
+            t = downsample(s.step, s.wall_time, s.value, compare.MAX_POINTS)
+            s = Series(t.step, t.wall_time, t.value, s.stats, True)
+        lines.append(ChartLine(ln.tag, ln.label, s))
+    return replace(run, data=keep, sub_runs=[], lines=lines)
+
+
+def process(job: Job) -> RunResult:
+    """Read one run family, draw its page and reduce it to a summary (runs in a worker)."""
+    datas = [read_source(s, job.options, job.cache) for s in job.family]
+    site_run = assemble_one(job.family[0], datas[0], datas[1:], job.config)
+    problems = [p for d in datas for p in d.problems]
+    for source, d in zip(job.family, datas):
+        # steps that go backwards or repeat are legal (resumed runs) but worth a line in the report
+        problems += scalar_problems(d.scalars, str(source.directory), wall_times=False, steps=True, repeats=d.format != "mlflow")
+    hp = run_hparams([site_run.data, *site_run.sub_runs])
+    files = render.run_files(site_run, hp, job.config, job.urls, [*job.problems_of, *problems], job.nested_dirs)
+    return RunResult(light(site_run), hp, files, problems, [f for d in datas for f in d.files])
+
+
+def _process_many(jobs: list[Job]) -> list[RunResult]:
+    return [process(j) for j in jobs]
+
+
+def run_all(jobs: list[Job], *, workers: int) -> Iterator[RunResult]:
+    """Results in job order; in ``spawn``ed worker processes when there is enough work.
+
+    Workers are started with ``spawn``: forking after vl-convert has started hangs.
+    """
+    if workers <= 1 or len(jobs) < 2:
+        for j in jobs:
+            yield process(j)
+        return
+    n = min(len(jobs), workers * 8)
+    chunks = [jobs[i * len(jobs) // n : (i + 1) * len(jobs) // n] for i in range(n)]
+    with ProcessPoolExecutor(max_workers=min(workers, n), mp_context=mp.get_context("spawn")) as pool:
+        for part in pool.map(_process_many, chunks):
+            yield from part
 
 
 def build(
@@ -160,14 +220,18 @@ def build(
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
-    ``out`` becomes a symlink swapped atomically to the new build; ``keep`` builds are kept.
-    ``source_date_epoch`` (``SOURCE_DATE_EPOCH``) is the only time that may appear in the output.
-    ``progress(stage, step, steps)`` is told when each stage starts.
+    Each run family is read, drawn and reduced to a small summary on its own (in worker
+    processes for large archives), and its files go straight to disk, so memory follows the
+    largest run, not the archive. Then the index and comparison pages are drawn from the
+    summaries. ``out`` becomes a symlink swapped atomically to the new build; ``keep`` builds
+    are kept. ``source_date_epoch`` (``SOURCE_DATE_EPOCH``) is the only time that may appear in
+    the output. ``progress(stage, step, steps)`` is told when each stage starts.
 
     ``cache``: the decode cache folder (default :func:`sitegen.store.default_cache_dir`);
     ``use_cache=False`` decodes everything again and writes no cache.
     """
     cache = (cache or default_cache_dir()) if use_cache else None
+    store = Store(cache)
     problems: list[Problem] = []
     step = progress or (lambda stage, i, n: None)
     step("scanning", 1, 4)
@@ -175,20 +239,50 @@ def build(
         archive, include=config.runs.include, exclude=config.runs.exclude,
         patterns={"tabular": config.formats.metric_files}, problems=problems,
     )
-    step(f"reading {len(sources)} runs", 2, 4)
-    datas = read_all(sources, read_options(config, verify=verify), cache=cache, jobs=jobs)
-    for d in datas:
-        problems.extend(d.problems)
-    site_runs = assemble(sources, datas, config)
-    step("rendering", 3, 4)
-    store = Store(cache)
-    files = publish.with_gzip_twins(
-        render.render_site(site_runs, config, problems, store=store), previous=publish.live_build(Path(out))
-    )
-    files[manifest.MANIFEST] = manifest.make(
-        files, [f for d in datas for f in d.files], archive=Path(archive), source_date_epoch=source_date_epoch,
-        hasher=store.sha256,
-    )
-    step("publishing", 4, 4)
-    publish.publish(files, Path(out), keep=keep)
-    return BuildResult(Path(out), len(site_runs), len(files), problems)
+    fams = families(sources)
+    dirs = [s.directory.resolve() for s in sources]
+    options = read_options(config, verify=verify)
+    assets = render.assets(config.language, store)
+    step(f"reading and drawing {len(fams)} runs", 2, 4)
+    size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
+    workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
+    job_list = [
+        Job(f, options, config, cache, assets.urls,
+            frozenset(d for d in dirs if d != f[0].directory.resolve() and d.is_relative_to(f[0].directory.resolve())),
+            problems)
+        for f in fams
+    ]
+    summaries: list[SiteRun] = []
+    hps: list[dict] = []
+    logs: list[SourceFile] = []
+    with publish.Staging(Path(out), keep=keep) as stage:
+        for rel, data in assets.files.items():
+            stage.write(rel, data)
+        for result in run_all(job_list, workers=workers):
+            for rel in sorted(result.files):
+                stage.write(rel, result.files[rel])
+            summaries.append(result.run)
+            hps.append(result.hparams)
+            problems.extend(result.problems)
+            logs.extend(result.sources)
+        step("drawing the index and comparisons", 3, 4)
+        for rel, data in sorted(render.cross_files(summaries, hps, config, assets, problems).items()):
+            stage.write(rel, data)
+        stage.write("build-report.json", report(problems))
+        step("publishing", 4, 4)
+        stage.write(manifest.MANIFEST, manifest.make_from_hashes(
+            stage.hashes, logs, archive=Path(archive), source_date_epoch=source_date_epoch, hasher=store.sha256,
+        ))
+        stage.commit()
+    return BuildResult(Path(out), len(summaries), len(stage.hashes), problems)
+
+
+def report(problems: list[Problem]) -> bytes:
+    """``build-report.json``: every problem found while reading, for CI and audits."""
+    items = [{"path": p.path, "offset": p.offset, "kind": p.kind, "message": p.message} for p in problems]
+    kinds: dict[str, int] = {}
+    for p in problems:
+        kinds[p.kind] = kinds.get(p.kind, 0) + 1
+    files = sorted({p.path for p in problems})
+    doc = {"problems": len(items), "kinds": dict(sorted(kinds.items())), "damaged_files": files, "items": items}
+    return (json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")

@@ -61,7 +61,24 @@ def make(
     Source files are hashed over the ``size`` bytes the reader saw, so a log that is still being
     appended to is recorded as it was read.
     """
-    site = {rel: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for rel, data in files.items() if rel != MANIFEST}
+    return make_from_hashes(
+        {rel: (hashlib.sha256(data).hexdigest(), len(data)) for rel, data in files.items()}, sources,
+        archive=archive, source_date_epoch=source_date_epoch, hasher=hasher,
+    )
+
+
+def make_from_hashes(
+    hashes: dict[str, tuple[str, int]],
+    sources: Iterable[SourceFile],
+    *,
+    archive: Path,
+    source_date_epoch: int | None = None,
+    hasher: Callable[[Path, int], tuple[str, int]] = sha256_file,
+    runs: dict[str, str] | None = None,
+) -> bytes:
+    """The manifest from ``{path: (sha256, size)}`` of every file written; ``runs`` records each
+    run page's input key so the next build can reuse unchanged pages."""
+    site = {rel: {"sha256": digest, "size": size} for rel, (digest, size) in hashes.items() if rel != MANIFEST}
     logs: dict[str, Any] = {}
     for sf in sources:
         rel = _archive_rel(sf.path, archive)
@@ -74,6 +91,8 @@ def make(
             digest, n = "", 0
         logs[rel] = {"sha256": digest, "size": n, "decoded": [0, int(sf.decoded_bytes)]}
     doc: dict[str, Any] = {"format": FORMAT, "generator": "sitegen", "version": __version__, "files": site, "sources": logs}
+    if runs:
+        doc["runs"] = dict(sorted(runs.items()))
     if source_date_epoch is not None:
         doc["source_date_epoch"] = int(source_date_epoch)
         doc["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -271,6 +271,110 @@ def _prune(out: Path, keep: int) -> None:
             p.unlink(missing_ok=True)
 
 
+class Staging:
+    """A build being written: files go to disk as they are rendered, so memory does not grow with
+    the site; a file whose content equals the live build's (by the live manifest's SHA-256) is
+    hard-linked from it together with its ``.gz`` twin, which makes nightly rebuilds cheap.
+    :meth:`commit` makes the build live; leaving the ``with`` block by an exception removes it.
+    """
+
+    def __init__(self, out: Path, *, keep: int = 3) -> None:
+        if keep < 1:
+            raise UsageError(f"keep must be at least 1, got {keep}")
+        out = Path(out)
+        if not out.name or out.name in (".", ".."):
+            raise UsageError(f"{out}: not a usable output path")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _check_out(out)
+        self.out, self.keep = out, keep
+        self.folder = builds_dir(out)
+        self.folder.mkdir(exist_ok=True)
+        self.previous = live_build(out)
+        self.old = _previous_hashes(self.previous)
+        self.root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
+        self.root.mkdir()
+        self._resolved = self.root.resolve()
+        self.hashes: dict[str, tuple[str, int]] = {}  # every file written: (sha256, size)
+        self._dirs: set[Path] = {self.root}
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _target(self, rel: str) -> Path:
+        if rel in self.hashes:
+            raise SitegenError(f"refusing to write {rel!r} twice")
+        target = self.root / safe_relpath(rel)
+        if not target.resolve().is_relative_to(self._resolved):
+            raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
+        if target.parent not in self._dirs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(target.parent)
+        return target
+
+    def _link(self, rel: str, target: Path) -> bool:
+        if self.previous is None or rel not in self.old:
+            return False
+        try:
+            os.link(self.previous / safe_relpath(rel), target)
+        except OSError:
+            return False
+        self.hashes[rel] = (self.old[rel], target.stat().st_size)
+        return True
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write one file (and its ``.gz`` twin when it is a large text file)."""
+        target = self._target(rel)
+        digest = hashlib.sha256(data).hexdigest()
+        twin = rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
+        if self.old.get(rel) == digest and (not twin or rel + ".gz" in self.old):
+            if self._link(rel, target) and (not twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
+                return
+            for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
+                self.hashes.pop(r, None)
+                (self.root / r).unlink(missing_ok=True)
+        _write_file(target, data)
+        self.hashes[rel] = (digest, len(data))
+        if twin:
+            gz = gzip.compress(data, compresslevel=6, mtime=0)
+            gz_target = self._target(rel + ".gz")
+            _write_file(gz_target, gz)
+            st = target.stat()
+            os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
+            self.hashes[rel + ".gz"] = (hashlib.sha256(gz).hexdigest(), len(gz))
+
+    def link_previous(self, rel: str) -> bool:
+        """Reuse ``rel`` (and its twin) unchanged from the live build; False when it cannot."""
+        target = self._target(rel)
+        if not self._link(rel, target):
+            return False
+        if rel + ".gz" in self.old and not self._link(rel + ".gz", self._target(rel + ".gz")):
+            self.hashes.pop(rel)
+            target.unlink(missing_ok=True)
+            return False
+        return True
+
+    def commit(self) -> Path:
+        """Make this build live (atomically) and prune old builds; returns its folder."""
+        os.sync()  # one sync for the whole tree before it can become live
+        h = hashlib.sha256()
+        for rel in sorted(self.hashes):
+            h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + bytes.fromhex(self.hashes[rel][0]))
+        with _locked(self.folder):
+            existing = list_builds(self.out)
+            seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
+            final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
+            os.rename(self.root, final)
+            _fsync_dir(self.folder)
+            _switch(self.out, final)
+            _prune(self.out, self.keep)
+        log.info("published %s -> %s", self.out, final.name)
+        return final
+
+
 def publish(files: dict[str, bytes], out: Path, *, keep: int = 3) -> Path:
     """Make ``out`` serve a site made of ``files``; switch only once everything is on disk.
 

@@ -7,9 +7,11 @@ blocks fetch/XHR/ES modules, and a strict CSP blocks inline scripts.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +19,12 @@ from typing import Any
 import jinja2
 from markdown_it import MarkdownIt
 
-from . import __version__, charts, vega
+from . import __version__, charts, compare, vega
 from .config import Config
 from .errors import Problem
-from .model import SiteRun
+from .hparams import lower_is_better, run_hparams, text_value
+from .i18n import js_messages, translator
+from .model import HParamValue, SiteRun
 from .resources import templates_dir
 from .store import Store
 
@@ -90,7 +94,7 @@ def sort_key(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _env() -> jinja2.Environment:
+def _env(language: str = "en") -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=True,
@@ -99,8 +103,19 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(time=fmt_time, duration=fmt_duration, value=fmt_value, sortv=sort_key)
+    env.filters.update(time=fmt_time, duration=fmt_duration, value=fmt_value, sortv=sort_key, size=fmt_size)
+    env.globals["t"] = translator(language)
     return env
+
+
+def fmt_size(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def _hashed(path: str, data: bytes) -> str:
@@ -114,13 +129,14 @@ class Assets:
     urls: dict[str, str]  # logical name -> path from the site root
 
 
-def _assets(store: Store | None = None) -> Assets:
+def _assets(language: str = "en", store: Store | None = None) -> Assets:
     static = templates_dir() / "static"
     files: dict[str, bytes] = {}
     urls: dict[str, str] = {}
     items = {
         "vega.js": vega.bundle(store),
-        "specs.js": js_data("SITEGEN_SPECS", charts.templates()),
+        "specs.js": js_data("SITEGEN_SPECS", charts.templates(language)),
+        "messages.js": js_data("SITEGEN_MSG", js_messages(language)),
         "site.js": (static / "site.js").read_bytes(),
         "site.css": (static / "site.css").read_bytes(),
     }
@@ -131,11 +147,18 @@ def _assets(store: Store | None = None) -> Assets:
     return Assets(files, urls)
 
 
+KEY_WORDS = re.compile(r"acc|loss|error|perplexity|ppl|f1|bleu|rouge|auc|map|iou|score|reward|wer|cer", re.I)
+EVAL_PREFIX = re.compile(r"^(eval|val|valid|validation|test|dev)[/_]", re.I)
+
+
 def key_metrics(runs: list[SiteRun], config: Config) -> list[str]:
+    """The configured key metrics, else the 4 most common of the runs' own tags, preferring
+    evaluation tags and tags that name a quality (loss, accuracy, ...)."""
     if config.index.key_metrics:
         return list(config.index.key_metrics)
-    counts = Counter(t for r in runs for t in {ln.tag for ln in r.lines if not ln.tag.startswith(RESOURCE_PREFIXES)})
-    return sorted(t for t, _ in counts.most_common(4))
+    counts = Counter(t for r in runs for t in {ln.tag for ln in r.lines if ln.label in ("", "hparams") and not ln.tag.startswith(RESOURCE_PREFIXES)})
+    ranked = sorted(counts, key=lambda t: (-counts[t], -bool(KEY_WORDS.search(t)) - bool(EVAL_PREFIX.search(t)), t))
+    return sorted(ranked[:4])
 
 
 def last_values(run: SiteRun) -> dict[str, float]:
@@ -146,108 +169,130 @@ def last_values(run: SiteRun) -> dict[str, float]:
     return out
 
 
-def render_site(runs: list[SiteRun], config: Config, problems: list[Problem], *, store: Store | None = None) -> dict[str, bytes]:
-    env = _env()
-    assets = _assets(store)
-    files = dict(assets.files)
-    metrics = key_metrics(runs, config)
-    hparam_names = sorted({k for r in runs for k in r.data.hparams}, key=str)
-    depth = max((len(r.parts) - 1 for r in runs), default=0)
-    common = {"title": config.title, "lang": config.language, "version": __version__}
-    rows = [
-        {
-            "run": r, "groups": list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), "leaf": r.parts[-1],
-            "metrics": last_values(r), "hparams": r.data.hparams,
-        }
-        for r in runs
-    ]
-    files["index.html"] = env.get_template("index.html").render(
-        **common, root="", assets=assets.urls, rows=rows, depth=depth, metrics=metrics,
-        hparam_names=hparam_names, problems=problems,
-    ).encode("utf-8")
-    md = markdown()
-    for run in runs:
-        files.update(_run_page(env, md, run, assets, common, problems))
-    return files
+PAGE_ROWS = 200  # index rows per page (server-rendered first page; the script pages the rest)
+MAX_INDEX_HPARAMS = 20
 
 
-def _group(tag: str) -> str:
-    if tag.startswith(RESOURCE_PREFIXES):
-        return "Resources"
-    return tag.split("/", 1)[0] if "/" in tag else "Scalars"
+def assets(language: str = "en", store: Store | None = None) -> Assets:
+    """The site's shared scripts and styles, with content-hashed names."""
+    return _assets(language, store)
 
 
-def _media(prefix: str, data: bytes, mime: str, files: dict[str, bytes]) -> str:
-    ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "audio/wav": "wav",
-           "audio/ogg": "ogg", "audio/mpeg": "mp3"}.get(mime, "bin")
-    name = f"media/{hashlib.sha256(data).hexdigest()[:20]}.{ext}"
-    files[prefix + name] = data
-    return name
+@functools.lru_cache(maxsize=4)
+def _page_context(language: str) -> tuple[jinja2.Environment, MarkdownIt]:
+    """One jinja environment and Markdown renderer per process and language."""
+    return _env(language), markdown()
 
 
-def _run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, assets: Assets, common: dict, problems: list[Problem]) -> dict[str, bytes]:
-    prefix = f"runs/{run.slug}/"
+def _common(config: Config) -> dict:
+    return {"title": config.title, "lang": config.language, "version": __version__}
+
+
+def run_files(run: SiteRun, hp: dict[str, HParamValue], config: Config, urls: dict[str, str],
+              problems: list[Problem], nested_dirs: frozenset = frozenset()) -> dict[str, bytes]:
+    """One run's page, data script, media and downloads (a pure function: runs in workers)."""
+    from .runpage import run_page
+
+    env, md = _page_context(config.language)
+    group_href = {"/".join(run.parts[:i]): f"compare/{compare.group_slug(tuple(run.parts[:i]))}/index.html"
+                  for i in range(0, len(run.parts))}
+    return run_page(env, md, run, hp, Assets({}, urls), _common(config), problems, config, group_href, nested_dirs)
+
+
+def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
+                problems: list[Problem]) -> dict[str, bytes]:
+    """The index and every comparison page, from the runs' summaries."""
+    env, _ = _page_context(config.language)
+    common = _common(config)
     files: dict[str, bytes] = {}
-    chart_data: list[dict[str, Any]] = []
-    groups: dict[str, list[dict[str, Any]]] = {}
-    by_tag: dict[str, list] = {}
-    for ln in run.lines:
-        by_tag.setdefault(ln.tag, []).append(ln)
-    for tag, lines in by_tag.items():
-        rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.wall_time, ln.series.value) for ln in lines])
-        chart_data.append({"kind": "scalar", "rows": rows})
-        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "lines": lines})
-    ordered = sorted(groups.items(), key=lambda kv: (kv[0] == "Resources", kv[0]))
-    data = [run.data, *run.sub_runs]
-    hists: dict[str, list] = {}
-    for d in data:
-        for h in d.histograms:
-            hists.setdefault(h.tag, []).append((h.step, h.left, h.right, h.count))
-    hist_charts = []
-    for tag in sorted(hists):
-        chart_data.append({"kind": "histogram", "rows": charts.histogram_rows(_thin(hists[tag], 60))})
-        hist_charts.append({"tag": tag, "chart": len(chart_data) - 1, "steps": len(hists[tag])})
-    curves: dict[str, list] = {}
-    for d in data:
-        for c in d.curves:
-            x, y = (c.columns["recall"], c.columns["precision"]) if c.kind == "pr" else (c.columns["fpr"], c.columns["tpr"])
-            curves.setdefault(f"{c.kind}:{c.tag}", []).append((c.step, x, y))
-    curve_charts = []
-    for key in sorted(curves):
-        chart_data.append({"kind": "curve", "rows": charts.curve_rows(_thin(curves[key], 10))})
-        kind, tag = key.split(":", 1)
-        curve_charts.append({"tag": tag, "kind": kind, "chart": len(chart_data) - 1})
-    images: dict[str, list] = {}
-    audio: dict[str, list] = {}
-    texts: dict[str, list] = {}
-    for d in data:
-        for im in d.images:
-            images.setdefault(im.tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
-        for au in d.audio:
-            audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
-        for tx in d.texts:
-            texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
-    files[prefix + "data.js"] = js_data("SITEGEN_PAGE", {"charts": chart_data})
-    run_problems = [p for p in problems if any(p.path == str(f.path) for d in data for f in d.files)]
-    metric_values = {}
-    for m in run.data.hparam_metrics:
-        for ln in run.lines:
-            if ln.tag == m:
-                metric_values[m] = ln.series.stats.last_value
-    page = env.get_template("run.html").render(
-        **common, root="../../", assets=assets.urls, run=run, groups=ordered, hist_charts=hist_charts,
-        curve_charts=curve_charts, images=sorted(images.items()), audio=sorted(audio.items()),
-        texts=sorted(texts.items()), metric_values=metric_values, problems=run_problems,
-        files=[(str(f.path.name), f.size) for d in data for f in d.files],
-    )
-    files[prefix + "index.html"] = page.encode("utf-8")
+    groups = compare.groups(runs)
+    for g in groups:
+        files.update(_compare_page(env, g, runs, hps, config, assets, common))
+    files.update(_index(env, runs, hps, groups, config, assets, common, problems))
     return files
 
 
-def _thin(items: list, n: int) -> list:
-    """Keep at most ``n`` items evenly spread, always the first and the last."""
-    items = sorted(items, key=lambda t: t[0])
-    if len(items) <= n:
-        return items
-    idx = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
-    return [items[i] for i in idx]
+def render_site(runs: list[SiteRun], config: Config, problems: list[Problem], *, store: Store | None = None) -> dict[str, bytes]:
+    """The whole site in memory (small archives and tests; ``build`` streams instead)."""
+    site_assets = _assets(config.language, store)
+    files = dict(site_assets.files)
+    hps = [run_hparams([r.data, *r.sub_runs]) for r in runs]
+    run_dirs = frozenset(r.directory.resolve() for r in runs if r.directory is not None)
+    for run, hp in zip(runs, hps):
+        files.update(run_files(run, hp, config, site_assets.urls, problems, run_dirs))
+    files.update(cross_files(runs, hps, config, site_assets, problems))
+    return files
+
+
+def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str, bytes]:
+    """The experiment browser: a server-rendered first page and ``index-data.js`` for the rest."""
+    metrics = key_metrics(runs, config)
+    depth = max((len(r.parts) - 1 for r in runs), default=0)
+    varying = [k for k in sorted({k for h in hps for k in h}, key=str)
+               if len({text_value(h.get(k)) if k in h else None for h in hps}) > 1][:MAX_INDEX_HPARAMS]
+    tag_ids: dict[str, int] = {}
+    key_ids: dict[str, int] = {}
+    lasts = [last_values(r) for r in runs]
+    best = []
+    for m in metrics:
+        vals = [(v, i) for i, lv in enumerate(lasts) if isinstance(v := lv.get(m), float) and math.isfinite(v)]
+        best.append((min(vals) if lower_is_better(m) else max(vals))[1] if len(vals) > 1 else -1)
+    data_rows = []
+    for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
+        dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
+        tags = sorted({ln.tag for ln in r.lines}, key=str)
+        data_rows.append([
+            r.slug, list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), r.title if r.title != r.name else r.parts[-1],
+            _num(r.start_time), fmt_time(r.start_time), _num(dur), fmt_duration(dur), r.last_step,
+            [_num(lv.get(m)) for m in metrics],
+            [tag_ids.setdefault(t, len(tag_ids)) for t in tags],
+            {str(key_ids.setdefault(k, len(key_ids))): _hp(v) for k, v in sorted(hp.items())},
+        ])
+    data = {
+        "depth": depth, "metrics": metrics, "lower": [lower_is_better(m) for m in metrics], "best": best,
+        "hcols": [key_ids.get(k, -1) for k in varying], "tags": list(tag_ids), "hkeys": list(key_ids),
+        "groups": {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}, "pageRows": PAGE_ROWS, "runs": data_rows,
+    }
+    rows = [
+        {"run": r, "groups": list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), "leaf": r.parts[-1],
+         "metrics": lv, "hparams": hp, "best": [m for m, b in zip(metrics, best) if b == i]}
+        for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)) if i < PAGE_ROWS
+    ]
+    page = env.get_template("index.html").render(
+        **common, root="", assets=assets.urls, rows=rows, total=len(runs), depth=depth, metrics=metrics,
+        hparam_names=varying, problems=problems, groups=[g for g in groups], group_links=data["groups"], page_rows=PAGE_ROWS,
+    )
+    return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
+
+
+def _num(v: Any) -> Any:
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _hp(v: HParamValue) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else text_value(v)
+    return v
+
+
+def _compare_page(env, group, runs, hps, config, assets, common) -> dict[str, bytes]:
+    prefix = f"compare/{group.slug}/"
+    labels = compare.labels(group)
+    index_of = {id(r): i for i, r in enumerate(runs)}
+    first = max(0, len(group.runs) - compare.MAX_TABLE_ROWS)  # the table lists the newest runs
+    table_runs = group.runs[first:]
+    ghps = [hps[index_of[id(r)]] for r in table_runs]
+    metrics = key_metrics(group.runs, config)
+    table, hcharts, configs = compare.hparam_section(table_runs, labels[first:], ghps, metrics)
+    rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
+    # the curves get what the table, charts and configs leave of the page's data budget
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(js_data("x", rest)))
+    data = {"kind": "compare", **overlay, **rest}
+    crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
+    page = env.get_template("compare.html").render(
+        **common, root="../../", assets=assets.urls, group=group, labels=labels[first:], overlay=overlay, table=table,
+        table_runs=table_runs, hcharts=hcharts, crumbs=crumbs, metrics=metrics,
+    )
+    return {prefix + "index.html": page.encode("utf-8"), prefix + "data.js": js_data("SITEGEN_PAGE", data)}

@@ -7,9 +7,11 @@ shows it on that run's page instead of as a stray run.
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import logging
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
 from .errors import Problem, UsageError
@@ -70,6 +72,7 @@ def scan(
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        _report_odd_entries(directory, filenames, dirnames, patterns, problems)
         store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory)), None)
         if store is not None:
             found.extend(store.discover(directory, archive))
@@ -84,6 +87,38 @@ def scan(
                 )
                 break
     return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
+
+
+def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
+    for reader in READERS.values():
+        args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
+        if reader.claims(name, *args):
+            return True
+    return False
+
+
+def _report_odd_entries(
+    directory: Path, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
+) -> None:
+    """Entries named like log files that are not regular files (a directory, FIFO, socket or
+    device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
+    opening a FIFO would block the build."""
+    for name in sorted(filenames) + list(dirnames):
+        if name.startswith(".") or not _claimed(name, patterns):
+            continue
+        path = directory / name
+        try:
+            st = path.stat()
+        except OSError as exc:
+            if path.is_symlink():
+                kind, what = ("symlink-loop", "symlink loop") if exc.errno == errno.ELOOP else ("unreadable", "dangling symlink")
+            else:
+                kind, what = "unreadable", f"cannot stat: {exc.strerror or exc}"
+            problems.append(Problem(str(path), None, kind, f"named like a log file but {what}; skipped"))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+            problems.append(Problem(str(path), None, "not-a-file", f"named like a log file but {what}; skipped"))
 
 
 def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: tuple[str, ...]) -> list[RunSource]:

@@ -146,7 +146,8 @@ class Store:
         if self.root is None:
             return decode(path, options)[0]
         key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "verify": options.verify, "fast": options.fast,
-               "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars}
+               "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars,
+               "max_audio_bytes": options.max_audio_bytes}
         entry = self._entry_dir(path)
         header = self._header(entry)
         if header is not None and header["key"] == key:
@@ -155,8 +156,8 @@ class Store:
                 return cached
         if (
             header is not None
-            and all(header["key"][k] == key[k] for k in key if k not in ("size", "mtime_ns"))
-            and header["key"]["size"] <= st.st_size
+            and all(header["key"].get(k) == key[k] for k in key if k not in ("size", "mtime_ns"))
+            and header["key"].get("size", st.st_size + 1) <= st.st_size
             and self._prefix_unchanged(path, header)
         ):
             cached = self._load(entry, header)

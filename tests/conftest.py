@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "archive"
-CHROMIUM = os.environ.get("SITEGEN_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-]
+from testpaths import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, ROOT  # noqa: F401  (re-exported)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import EXAMPLE
+from testpaths import EXAMPLE
 from sitegen.model import ReadOptions, RunData
 from sitegen.read import tfevents
 from sitegen.store import Store

@@ -36,6 +36,7 @@ import hashlib
 import io
 import logging
 import os
+import stat
 import re
 from pathlib import Path, PurePosixPath
 
@@ -43,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ..errors import Problem
+from ..errors import Problem, read_regular, scalar_problems
 from ..model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
 log = logging.getLogger(__name__)
@@ -337,7 +338,7 @@ def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | No
             problems.append(Problem(str(path), offset, kind, message))
 
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         add(None, "missing-meta", "meta.yaml is missing")
         return {}
@@ -366,6 +367,8 @@ def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | No
 
 def _peek_meta(path: Path) -> dict[str, str | None]:
     try:
+        if not path.is_file():  # a FIFO named meta.yaml would block the open
+            return {}
         with open(path, "rb") as f:
             data = f.read(1 << 20)
     except OSError:
@@ -600,7 +603,7 @@ def _read_tree(root: Path, problems: list[Problem]) -> dict[str, str]:
             found.append((path.relative_to(root).as_posix(), path))
     for key, path in sorted(found):
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
             continue
@@ -623,7 +626,11 @@ def _artifacts(run_dir: Path, problems: list[Problem]) -> list[Artifact]:
     out: list[Artifact] = []
     for rel, path in sorted(found):
         try:
-            size = path.stat().st_size
+            st = path.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device: opening it could block the build
+                problems.append(Problem(str(path), None, "not-a-file", "artifact is not a regular file; not listed"))
+                continue
+            size = st.st_size
             digest = ""
             if size <= MAX_HASH_BYTES:
                 h = hashlib.sha256()
@@ -732,12 +739,16 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     ts_parts, value_parts, step_parts = [], [], []
     for key, path in keyed:
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
             continue
         ts, value, step, end, file_problems = parse_metric_bytes(data, str(path))
         problems.extend(file_problems)
+        problems.extend(scalar_problems(
+            pa.table({"tag": pa.array([key] * len(value), pa.string()), "step": step, "wall_time": ts.astype(np.float64), "value": value}),
+            str(path), wall_times=False, repeats=False,
+        ))
         run.files.append(SourceFile(path, len(data), end))
         keys.append(key)
         counts.append(len(value))

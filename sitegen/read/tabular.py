@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..errors import Problem
+from ..errors import Problem, read_regular, scalar_problems
 from ..model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile
 
 FORMAT = "tabular"
@@ -613,14 +613,18 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     out = _Out()
     for path in sorted((Path(p) for p in source.files), key=lambda p: (p.name, str(p))):
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
             continue
+        mine = _Out()
         if path.suffix.lower() in JSON_SUFFIXES:
-            decoded = _read_jsonl(path, data, out, run.problems)
+            decoded = _read_jsonl(path, data, mine, run.problems)
         else:
-            decoded = _read_csv(path, data, out, run.problems)
+            decoded = _read_csv(path, data, mine, run.problems)
+        run.problems += scalar_problems(mine.table(), str(path), wall_times=False)
+        for name in ("tags", "steps", "walls", "values"):
+            getattr(out, name).extend(getattr(mine, name))
         run.files.append(SourceFile(path, len(data), decoded))
     run.scalars = out.table()
     return run

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..errors import Problem
+from ..errors import Problem, read_regular, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
     SourceFile, Text, merge_parts,
@@ -215,7 +215,7 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             if mime is None:
                 run.problems.append(Problem(path, off, "bad-image", f"tag {val.tag!r}: payload is not PNG/JPEG/GIF/WebP; not shown"))
             elif len(data) > options.max_image_bytes:
-                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: image of {len(data)} bytes over the limit; not shown"))
+                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: image of {len(data)} bytes over the limit of {options.max_image_bytes}; not shown"))
             else:
                 run.images.append(Image(val.tag, step, wall, data, mime, w, h))
     elif kind == "audio":
@@ -231,7 +231,9 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             s = t.strings or []
             blobs = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
         for data in blobs:
-            if len(data) <= options.max_audio_bytes:
+            if len(data) > options.max_audio_bytes:
+                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: audio of {len(data)} bytes over the limit of {options.max_audio_bytes}; not shown"))
+            else:
                 run.audio.append(Audio(val.tag, step, wall, data, media.audio_mime(data), rate))
     elif kind == "histograms":
         if val.histo is not None:
@@ -247,7 +249,11 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
     elif kind == "text":
         if val.tensor is not None:
             t = decode_tensor(val.tensor)
-            run.texts.append(Text(val.tag, step, wall, _text_of(t)[: options.max_text_chars]))
+            body = _text_of(t)
+            if len(body) > options.max_text_chars:
+                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: text of {len(body)} characters; only the first {options.max_text_chars} kept"))
+                body = body[: options.max_text_chars] + " […]"
+            run.texts.append(Text(val.tag, step, wall, body))
     elif kind == "pr_curves":
         if val.tensor is not None:
             t = decode_tensor(val.tensor)
@@ -342,7 +348,7 @@ def decode_file(
     dec.run.name = ""
     spath = str(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         dec.run.problems.append(Problem(spath, None, "unreadable", f"cannot read: {exc.strerror or exc}"))
         return dec.run, {"end": start, "plugins": dec.plugins}
@@ -355,6 +361,7 @@ def decode_file(
         table, end = dec.scalar_table(), framing.end
     run = dec.run
     run.scalars = table
+    run.problems += scalar_problems(table, spath)
     run.problems.sort(key=lambda p: (p.offset is None, p.offset or 0))
     run.files.append(SourceFile(path, len(data), end))
     return run, {"end": end, "plugins": dec.plugins}

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..errors import Problem
+from ..errors import Problem, read_regular, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA,
     Audio,
@@ -79,7 +79,7 @@ def decode_file(
     """
     path = Path(path)
     try:
-        buf = path.read_bytes()
+        buf = read_regular(path)
     except OSError as exc:
         run = RunData(name="", format=FORMAT)
         run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
@@ -120,6 +120,8 @@ def decode_bytes(
                 run.meta.setdefault("title", item[1])
         elif item[0] == "problem":
             run.problems.append(Problem(path, off, item[1], item[2]))
+    run.problems += scalar_problems(run.scalars, path)
+    run.problems.sort(key=lambda pr: (pr.offset is None, pr.offset or 0))
     return run
 
 
@@ -172,7 +174,11 @@ def parse_record(b: bytes, p: int, e: int, strict: bool, options: ReadOptions) -
         raise BadWire("not one Value")
     out = []
     for a, z in values:
-        out.append(_parse_value(b, a, z, strict, options, single))
+        item = _parse_value(b, a, z, strict, options, single)
+        if isinstance(item, list):  # an item plus the problem saying it was cut to the limits
+            out += item
+        else:
+            out.append(item)
     return out
 
 
@@ -362,7 +368,8 @@ def _audio(b, p, e, tag, step, wt, options):
 def _text_item(b, p, e, tag, step, wt, options):
     text = _str1(b, _collect(b, p, e).get(1))
     if len(text) > options.max_text_chars:
-        return Text(tag, step, wt, text[: options.max_text_chars] + " […]")
+        return [Text(tag, step, wt, text[: options.max_text_chars] + " […]"),
+                ("problem", "too-large", f"text {tag!r} step {step}: {len(text)} characters; only the first {options.max_text_chars} kept")]
     return Text(tag, step, wt, text)
 
 

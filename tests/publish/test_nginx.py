@@ -220,30 +220,25 @@ def _run_pages(site: Path) -> list[str]:
     return sorted(p.parent.relative_to(live).as_posix() for p in live.glob("runs/*/index.html"))
 
 
-def test_chromium_through_nginx_under_the_strict_csp(nginx, built_site):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            ctx = browser.new_context(http_credentials={"username": USER, "password": PASSWORD})
-            ctx.add_init_script(CSP_PROBE)
-            page = ctx.new_page()
-            messages: list[str] = []
-            page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
-            base = f"http://127.0.0.1:{nginx.port}/reports/"
-            response = page.goto(base)
-            assert response.status == 200 and response.headers["content-security-policy"] == SECURITY_HEADERS["Content-Security-Policy"]
-            for rel in ["index.html", *(f"{r}/index.html" for r in _run_pages(built_site))]:
-                _browse(page, base + rel, messages)
-        finally:
-            browser.close()
+def test_chromium_through_nginx_under_the_strict_csp(nginx, built_site, browser):
+    # the session's one Chromium (tests/conftest.py): a second sync Playwright cannot start
+    ctx = browser.new_context(http_credentials={"username": USER, "password": PASSWORD})
+    try:
+        ctx.add_init_script(CSP_PROBE)
+        page = ctx.new_page()
+        messages: list[str] = []
+        page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+        base = f"http://127.0.0.1:{nginx.port}/reports/"
+        response = page.goto(base)
+        assert response.status == 200 and response.headers["content-security-policy"] == SECURITY_HEADERS["Content-Security-Policy"]
+        for rel in ["index.html", *(f"{r}/index.html" for r in _run_pages(built_site))]:
+            _browse(page, base + rel, messages)
+    finally:
+        ctx.close()
 
 
-def test_chromium_over_file_urls_without_network(built_site):
-    from playwright.sync_api import sync_playwright
-
+def test_chromium_over_file_urls_without_network(built_site, browser):
     attempted: list[str] = []
 
     def route(r):
@@ -253,22 +248,20 @@ def test_chromium_over_file_urls_without_network(built_site):
             attempted.append(r.request.url)
             r.abort()
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            ctx = browser.new_context(offline=True)
-            ctx.add_init_script(CSP_PROBE)
-            ctx.route("**/*", route)
-            page = ctx.new_page()
-            requests: list[str] = []
-            page.on("request", lambda req: requests.append(req.url))
-            messages: list[str] = []
-            page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
-            base = built_site.as_uri() + "/"  # through the symlink, as a user would open it
-            for rel in ["index.html", *[f"{r}/index.html" for r in _run_pages(built_site)][:4]]:
-                _browse(page, base + rel, messages)
-        finally:
-            browser.close()
+    ctx = browser.new_context(offline=True)
+    try:
+        ctx.add_init_script(CSP_PROBE)
+        ctx.route("**/*", route)
+        page = ctx.new_page()
+        requests: list[str] = []
+        page.on("request", lambda req: requests.append(req.url))
+        messages: list[str] = []
+        page.on("console", lambda m: messages.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+        base = built_site.as_uri() + "/"  # through the symlink, as a user would open it
+        for rel in ["index.html", *[f"{r}/index.html" for r in _run_pages(built_site)][:4]]:
+            _browse(page, base + rel, messages)
+    finally:
+        ctx.close()
     assert attempted == [], f"the site tried to reach the network: {attempted}"
     assert requests and all(u.startswith(("file://", "data:")) for u in requests), [u for u in requests if not u.startswith("file://")]

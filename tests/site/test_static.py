@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from conftest import EXAMPLE
+from testpaths import EXAMPLE
 
 
 class _Refs(HTMLParser):

@@ -1,0 +1,217 @@
+"""Comparison pages: every run of a group (project, model, ... or the whole archive) on one
+overlay chart per tag, plus the hyperparameter table, parallel coordinates, scatter plots and
+the data for the config diff.
+
+Pages stay light with many runs: each line is thinned again (at most ``MAX_POINTS``, fewer when
+the page would pass ``BUDGET`` bytes of data); past a floor of points per line, only the newest
+runs are drawn. The page says when either happened. Smoothing, axes and filters run in the
+browser (``site.js``) on this data; the chart spec stays the one shared template.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .downsample import downsample
+from .hparams import Table, comparison_table, lower_is_better, text_value
+from .model import HParamValue, SiteRun
+
+log = logging.getLogger(__name__)
+
+BUDGET = 1_900_000  # bytes of page data (the tests hold pages under 2 MB)
+MAX_POINTS = 500
+MIN_POINTS = 24
+BYTES_PER_POINT = 26  # measured: "x", "t", "y" entries of a typical line
+MAX_PARALLEL_AXES = 12
+MAX_PARALLEL_RUNS = 100  # Vega draws a line per run as its own sub-flow: past ~100 it crawls
+MAX_SCATTER = 8
+MAX_TABLE_ROWS = 500  # hyperparameter table (and config diff) rows: the newest runs
+DEFAULT_ON = 40  # runs drawn when the page opens (the newest); the rest are a tick away
+
+
+@dataclass
+class Group:
+    key: tuple[str, ...]  # () for the whole archive
+    slug: str
+    runs: list[SiteRun] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.key)
+
+
+def group_slug(key: tuple[str, ...]) -> str:
+    if not key:
+        return "all"
+    name = "/".join(key)
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:48] or "group"
+    return f"{readable}-{hashlib.sha256(('group:' + name).encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+
+
+def groups(runs: list[SiteRun]) -> list[Group]:
+    """The whole archive first, then every prefix of the hierarchy, in sorted order."""
+    out: dict[tuple[str, ...], Group] = {(): Group((), "all")}
+    for r in runs:
+        out[()].runs.append(r)
+        for i in range(1, len(r.parts)):
+            key = tuple(r.parts[:i])
+            out.setdefault(key, Group(key, group_slug(key))).runs.append(r)
+    return [out[k] for k in sorted(out, key=lambda k: (len(k) > 0, k))]
+
+
+def labels(group: Group) -> list[str]:
+    """Each run's name below the group, made unique."""
+    n = len(group.key)
+    seen: dict[str, int] = {}
+    out = []
+    for r in group.runs:
+        label = "/".join(r.parts[n:]) or r.title
+        if label in seen:
+            seen[label] += 1
+            label = f"{label} ({seen[label]})"
+        else:
+            seen[label] = 1
+        out.append(label)
+    return out
+
+
+def _round(values: np.ndarray, digits: int = 6) -> list:
+    out = []
+    for v in values.tolist():
+        if not math.isfinite(v):
+            out.append(None)
+        elif v == 0 or not math.isfinite(float(f"{v:.{digits}g}")):
+            out.append(v)
+        else:
+            out.append(float(f"{v:.{digits}g}"))
+    return out
+
+
+def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:
+    s = ln.series
+    thinned = s.thinned
+    step, wall, value = s.step, s.wall_time, s.value
+    if len(step) > n_out:
+        t = downsample(step, wall, value, n_out)
+        step, wall, value, thinned = t.step, t.wall_time, t.value, True
+    rel = np.round(wall - start, 1)  # NaN wall times (CSV without a time column): no place on time axes
+    t = [None if not math.isfinite(v) else int(v) if v.is_integer() else v for v in rel.tolist()]
+    return {"x": step.tolist(), "t": t, "y": _round(value)}, thinned
+
+
+def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET) -> dict[str, Any]:
+    """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``."""
+    runs = list(range(len(group.runs)))
+    lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
+    total_lines = sum(lines_per_run) or 1
+    budget = max(budget, 200_000)
+    n_out = int(min(MAX_POINTS, budget / (total_lines * BYTES_PER_POINT)))
+    dropped = 0
+    if n_out < MIN_POINTS:  # too many lines even at the floor: draw the newest runs only
+        n_out = MIN_POINTS
+        room = budget / (MIN_POINTS * BYTES_PER_POINT)
+        keep: list[int] = []
+        used = 0
+        for i in reversed(runs):
+            if used + lines_per_run[i] > room:
+                break
+            keep.append(i)
+            used += lines_per_run[i]
+        dropped = len(runs) - len(keep)
+        runs = sorted(keep)
+    while True:
+        data = _overlay(group, labels, runs, n_out)
+        size = len(json.dumps(data, separators=(",", ":")))
+        if size <= budget * 0.9 or n_out <= MIN_POINTS:
+            break
+        n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / size))
+    data["points"] = n_out
+    data["dropped"] = dropped
+    data["on"] = min(DEFAULT_ON, len(data["runs"]))
+    return data
+
+
+def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int) -> dict[str, Any]:
+    by_tag: dict[str, list[dict[str, Any]]] = {}
+    thinned_any = False
+    run_rows = []
+    for i in runs:
+        r = group.runs[i]
+        start = r.start_time if r.start_time is not None and math.isfinite(r.start_time) else 0.0
+        run_rows.append({"n": labels[i], "h": f"../../runs/{r.slug}/index.html", "w0": round(start, 3)})
+        for ln in r.lines:
+            cols, thinned = _line(ln, n_out, start)
+            thinned_any |= thinned
+            name = labels[i] if ln.label in ("", "hparams") else f"{labels[i]} · {ln.label}"
+            by_tag.setdefault(ln.tag, []).append({"r": len(run_rows) - 1, "s": name, **cols})
+    tags = [{"tag": t, "lines": by_tag[t]} for t in sorted(by_tag, key=str)]
+    return {"runs": run_rows, "tags": tags, "thinned": thinned_any}
+
+
+def _finals(run: SiteRun) -> tuple[dict[str, float], dict[str, float]]:
+    final: dict[str, float] = {}
+    best: dict[str, float] = {}
+    for ln in run.lines:
+        if ln.label not in ("", "hparams") or ln.tag in final:
+            continue
+        st = ln.series.stats
+        final[ln.tag] = st.last_value
+        b = st.min_value if lower_is_better(ln.tag) else st.max_value
+        if b is not None:
+            best[ln.tag] = b
+    return final, best
+
+
+def hparam_section(runs: list[SiteRun], labels: list[str], hps: list[dict[str, HParamValue]], metrics: list[str]) -> tuple[Table, list[dict[str, Any]], list[dict[str, str]]]:
+    """The table, the hparam charts' data (parallel coordinates, scatter) and the configs."""
+    fb = [_finals(r) for r in runs]
+    table = comparison_table(hps, [f for f, _ in fb], [b for _, b in fb], metrics)
+    charts: list[dict[str, Any]] = []
+    axes = [(i, c) for i, c in enumerate(table.columns) if c.kind in ("hparam", "final")][:MAX_PARALLEL_AXES]
+    if len(axes) >= 2 and len(runs) >= 2:
+        rows: dict[str, list] = {"s": [], "k": [], "o": [], "v": [], "raw": []}
+        first = max(0, len(table.rows) - MAX_PARALLEL_RUNS)
+        for o, (ci, col) in enumerate(axes):
+            vals = [r[ci] for r in table.rows[first:]]
+            nums = [v for v in vals if isinstance(v, float) and math.isfinite(v)]
+            if col.numeric and nums:
+                lo, hi = min(nums), max(nums)
+                norm = {id(v): ((v - lo) / (hi - lo) if hi > lo else 0.5) for v in vals if isinstance(v, float) and math.isfinite(v)}
+                pos = [norm.get(id(v)) for v in vals]
+            else:
+                cats = sorted({text_value(v) for v in vals if v is not None})
+                pos = [None if v is None else (cats.index(text_value(v)) / (len(cats) - 1) if len(cats) > 1 else 0.5) for v in vals]
+            name = col.key if col.kind == "hparam" else f"{col.key} ({col.kind})"
+            for label, v, p in zip(labels[first:], vals, pos):
+                if p is None:
+                    continue
+                rows["s"].append(label)
+                rows["k"].append(name)
+                rows["o"].append(o)
+                rows["v"].append(round(p, 4))
+                rows["raw"].append(text_value(v))
+        charts.append({"kind": "parallel", "rows": rows, "runs": len(table.rows) - first})
+    hcols = [(i, c) for i, c in enumerate(table.columns) if c.kind == "hparam" and c.numeric]
+    mcols = [(i, c) for i, c in enumerate(table.columns) if c.kind == "final"][:2]
+    for mi, m in mcols:
+        for hi, h in hcols:
+            if len(charts) > MAX_SCATTER:
+                break
+            rows = {"x": [], "y": [], "s": []}
+            for label, row in zip(labels, table.rows):
+                x, y = row[hi], row[mi]
+                if isinstance(x, float) and isinstance(y, float) and math.isfinite(x) and math.isfinite(y):
+                    rows["x"].append(x)
+                    rows["y"].append(y)
+                    rows["s"].append(label)
+            if len(rows["x"]) >= 2:
+                charts.append({"kind": "scatter", "rows": rows, "xt": h.key, "yt": m.key})
+    configs = [{k: text_value(v) for k, v in sorted(h.items())} for h in hps]
+    return table, charts, configs

@@ -1,0 +1,189 @@
+"""What a complete run page shows beyond charts: environment, provenance, notes, artifacts,
+and the full-resolution scalar downloads.
+
+Sources, in order: text summaries whose tag names the environment (``environment``, ``env``,
+``system``), an ``env.json`` / ``environment.txt`` (or .yaml) file in the run folder, and MLflow
+tags (``RunData.meta`` keys ``tag:...``). Every value is text from a log: templates escape it.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from .hparams import base_tag, parse_config, text_value
+from .model import Artifact, RunData
+
+log = logging.getLogger(__name__)
+
+ENV_TAG = re.compile(r"(^|[/_.\- ])(env|environment|system|sysinfo|platform)($|[/_.\- ])", re.I)
+ENV_FILES = ("env.json", "environment.json", "env.yaml", "env.yml", "environment.yaml", "environment.yml", "environment.txt", "env.txt")
+NOTE_FILES = ("README.md", "NOTES.md", "readme.md", "notes.md", "README.markdown")
+PROVENANCE = re.compile(r"(data|dataset|commit|git|source|provenance|lineage|checksum|revision|dvc)", re.I)
+ENV_KEY = re.compile(r"(python|torch|pytorch|tensorflow|jax|paddle|cuda|cudnn|nccl|gpu|device|host|node|os|platform|driver|version|cpu)", re.I)
+#: fingerprint fields: (catalog key suffix, pattern on the flattened key)
+FINGERPRINT = (
+    ("python", re.compile(r"^(python|python[._ ]?version|sys\.version)$", re.I)),
+    ("framework", re.compile(r"^(torch|pytorch|tensorflow|tf|jax|paddle|paddlepaddle|mxnet|mindspore)([._ ]?version)?$", re.I)),
+    ("cuda", re.compile(r"^(cuda|cuda[._ ]?version)$", re.I)),
+    ("gpu", re.compile(r"^(gpu|gpus|gpu[._ ]?name|device|gpu[._ ]?model)$", re.I)),
+    ("host", re.compile(r"^(host|hostname|node|machine)$", re.I)),
+)
+MAX_HASH_BYTES = 256 * 1024 * 1024
+MAX_ARTIFACTS = 1000
+MAX_FILE_CHARS = 200_000
+
+
+@dataclass
+class Environment:
+    items: dict[str, str] = field(default_factory=dict)
+    raw: list[tuple[str, str]] = field(default_factory=list)  # (source, text) that was not a map
+    fingerprint: list[tuple[str, str, str]] = field(default_factory=list)  # (field, key, value)
+    provenance: dict[str, str] = field(default_factory=dict)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_FILE_CHARS * 4:
+            return None
+        return path.read_text("utf-8", errors="replace")[:MAX_FILE_CHARS]
+    except OSError:
+        return None
+
+
+def environment(datas: list[RunData], directory: Path | None) -> Environment:
+    env = Environment()
+    for d in datas:
+        newest: dict[str, tuple[int, str]] = {}
+        for tx in d.texts:
+            if ENV_TAG.search(base_tag(tx.tag)) and (tx.tag not in newest or tx.step >= newest[tx.tag][0]):
+                newest[tx.tag] = (tx.step, tx.text)
+        for tag in sorted(newest):
+            parsed = parse_config(newest[tag][1])
+            if parsed:
+                env.items.update({k: text_value(v) for k, v in parsed.items()})
+            else:
+                env.raw.append((base_tag(tag), newest[tag][1]))
+    if directory is not None:
+        for name in ENV_FILES:
+            text = _read_text(directory / name)
+            if text is None:
+                continue
+            parsed = parse_config(text)
+            if parsed:
+                env.items.update({k: text_value(v) for k, v in parsed.items()})
+            else:
+                env.raw.append((name, text))
+    for d in datas:
+        for k, v in sorted(d.meta.items()):
+            if not k.startswith("tag:"):
+                continue
+            key = k[4:]
+            if PROVENANCE.search(key):
+                env.provenance[key] = v
+            elif ENV_KEY.search(key):
+                env.items.setdefault(key, v)
+    for fname, pattern in FINGERPRINT:
+        for k in sorted(env.items):
+            if pattern.match(k.rsplit(".", 1)[-1]) or pattern.match(k):
+                env.fingerprint.append((fname, k, env.items[k]))
+                break
+    for k in list(env.items):
+        if PROVENANCE.search(k):
+            env.provenance.setdefault(k, env.items.pop(k))
+    return env
+
+
+def notes(directory: Path | None) -> str | None:
+    if directory is None:
+        return None
+    for name in NOTE_FILES:
+        path = directory / name
+        if path.is_file():
+            return _read_text(path)
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, or the path itself for a symlink loop (reported by the scan)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path], run_dirs: frozenset = frozenset()) -> list[Artifact]:
+    """Files of the run folder other than logs and sub-runs (MLflow: the reader's list)."""
+    listed = [a for d in datas for a in d.artifacts]
+    if listed or directory is None or datas[0].format == "mlflow":
+        return sorted(listed, key=lambda a: a.path)
+    logs = {_resolved(f.path) for d in datas for f in d.files}
+    skip_dirs = {p.resolve() for p in sub_dirs}  # run_dirs: every run's folder, already resolved
+    found: list[tuple[str, Path]] = []
+    root = directory.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith(".") and (r := _resolved(Path(dirpath) / n)) not in skip_dirs and r not in run_dirs)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if _resolved(path) in logs or not path.is_file() or "tfevents" in name or name.startswith(".") or name in NOTE_FILES:
+                continue
+            found.append((path.relative_to(root).as_posix(), path))
+            if len(found) >= MAX_ARTIFACTS:
+                break
+        if len(found) >= MAX_ARTIFACTS:
+            break
+    out = []
+    for rel, path in sorted(found):
+        try:
+            size = path.stat().st_size
+            out.append(Artifact(rel, size, _sha256(path) if size <= MAX_HASH_BYTES else ""))
+        except OSError as exc:
+            log.warning("%s: cannot read artifact: %s", path, exc)
+    return out
+
+
+def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.Table:
+    """Every scalar record of the run and its sub-runs, full resolution, in write order."""
+    parts = []
+    for d, label in zip(datas, labels):
+        t = d.scalars
+        if t.num_rows:
+            parts.append(t.append_column("series", pa.array([label] * t.num_rows, pa.string())).select(["series", "tag", "step", "wall_time", "value"]))
+    if not parts:
+        return pa.table({"series": pa.array([], pa.string()), "tag": pa.array([], pa.string()), "step": pa.array([], pa.int64()),
+                         "wall_time": pa.array([], pa.float64()), "value": pa.array([], pa.float64())})
+    return pa.concat_tables(parts)
+
+
+def to_csv(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pacsv.write_csv(table, buf)
+    return buf.getvalue()
+
+
+def to_parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def env_json(env: Environment) -> str:
+    return json.dumps(env.items, ensure_ascii=False, sort_keys=True, indent=1)
+

@@ -1,0 +1,141 @@
+"""One run's page: charts grouped by prefix, hyperparameters, environment, provenance, notes,
+key outputs (curves, images with a step slider, audio, text, histograms), artifacts and the
+full-resolution scalar downloads (CSV and Parquet, written beside the page)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import PurePosixPath
+from typing import Any
+
+import jinja2
+from markdown_it import MarkdownIt
+
+from . import charts, envinfo
+from .config import Config
+from .errors import Problem
+from .hparams import is_config_tag
+from .model import HParamValue, SiteRun
+from .render import RESOURCE_PREFIXES, Assets, js_data
+
+log = logging.getLogger(__name__)
+RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
+SCALARS = "\x00scalars"
+
+
+def _group(tag: str) -> str:
+    if tag.startswith(RESOURCE_PREFIXES):
+        return RESOURCES
+    return tag.split("/", 1)[0] if "/" in tag else SCALARS
+
+
+def _media(prefix: str, data: bytes, mime: str, files: dict[str, bytes]) -> str:
+    ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "audio/wav": "wav",
+           "audio/ogg": "ogg", "audio/mpeg": "mp3"}.get(mime, "bin")
+    name = f"media/{hashlib.sha256(data).hexdigest()[:20]}.{ext}"
+    files[prefix + name] = data
+    return name
+
+
+def _thin(items: list, n: int) -> list:
+    """Keep at most ``n`` items evenly spread, always the first and the last."""
+    items = sorted(items, key=lambda t: t[0])
+    if len(items) <= n:
+        return items
+    idx = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
+    return [items[i] for i in idx]
+
+
+def _sub_label(run: SiteRun, sub) -> str:
+    try:
+        return PurePosixPath(sub.name).relative_to(run.name).as_posix()
+    except ValueError:
+        return sub.name
+
+
+def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dict[str, HParamValue], assets: Assets,
+             common: dict, problems: list[Problem], config: Config, group_href: dict[str, str],
+             other_dirs: frozenset = frozenset()) -> dict[str, bytes]:
+    """``other_dirs``: folders of every run of the site, never listed as this run's artifacts."""
+    prefix = f"runs/{run.slug}/"
+    files: dict[str, bytes] = {}
+    chart_data: list[dict[str, Any]] = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    by_tag: dict[str, list] = {}
+    for ln in run.lines:
+        by_tag.setdefault(ln.tag, []).append(ln)
+    for tag, lines in by_tag.items():
+        rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.wall_time, ln.series.value) for ln in lines])
+        chart_data.append({"kind": "scalar", "rows": rows})
+        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "lines": lines})
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
+    data = [run.data, *run.sub_runs]
+    hists: dict[str, list] = {}
+    for d in data:
+        for h in d.histograms:
+            hists.setdefault(h.tag, []).append((h.step, h.left, h.right, h.count))
+    hist_charts = []
+    for tag in sorted(hists):
+        chart_data.append({"kind": "histogram", "rows": charts.histogram_rows(_thin(hists[tag], 60))})
+        hist_charts.append({"tag": tag, "chart": len(chart_data) - 1, "steps": len(hists[tag])})
+    curves: dict[str, list] = {}
+    for d in data:
+        for c in d.curves:
+            x, y = (c.columns["recall"], c.columns["precision"]) if c.kind == "pr" else (c.columns["fpr"], c.columns["tpr"])
+            curves.setdefault(f"{c.kind}:{c.tag}", []).append((c.step, x, y))
+    curve_charts = []
+    for key in sorted(curves):
+        chart_data.append({"kind": "curve", "rows": charts.curve_rows(_thin(curves[key], 10))})
+        kind, tag = key.split(":", 1)
+        curve_charts.append({"tag": tag, "kind": kind, "chart": len(chart_data) - 1})
+    images: dict[str, list] = {}
+    audio: dict[str, list] = {}
+    texts: dict[str, list] = {}
+    for d in data:
+        for im in d.images:
+            images.setdefault(im.tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
+        for au in d.audio:
+            audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
+        for tx in d.texts:
+            texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
+    image_list = sorted(images.items())
+    for _, items in image_list:
+        items.sort(key=lambda im: im["step"])
+    page_data = {
+        "charts": chart_data,
+        "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
+    }
+    files[prefix + "data.js"] = js_data("SITEGEN_PAGE", page_data)
+    # downloads: every scalar record of the run and its sub-runs, no thinning
+    table = envinfo.scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs])
+    downloads = []
+    if table.num_rows:
+        for name, blob in (("scalars.csv", envinfo.to_csv(table)), ("scalars.parquet", envinfo.to_parquet(table))):
+            files[prefix + name] = blob
+            downloads.append((name, len(blob)))
+    directory = run.directory
+    sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
+    env_info = envinfo.environment(data, directory)
+    notes = envinfo.notes(directory)
+    artifacts = envinfo.artifacts(data, directory, sub_dirs, other_dirs)
+    run_problems = [p for p in problems if any(p.path == str(f.path) for d in data for f in d.files)]
+    metric_values = {}
+    for m in run.data.hparam_metrics:
+        for ln in run.lines:
+            if ln.tag == m:
+                metric_values[m] = ln.series.stats.last_value
+    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1])))
+                for i in range(len(run.parts) - 1)]
+    compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
+    page = env.get_template("run.html").render(
+        **common, root="../../", assets=assets.urls, run=run, groups=ordered, hist_charts=hist_charts,
+        curve_charts=curve_charts, images=image_list, audio=sorted(audio.items()),
+        texts=sorted((k, v) for k, v in texts.items()), metric_values=metric_values, problems=run_problems,
+        files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
+        config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
+        notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=downloads,
+        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
+    )
+    files[prefix + "index.html"] = page.encode("utf-8")
+    return files
+

@@ -1,0 +1,79 @@
+"""Complete run pages: environment, notes, artifacts, downloads, image step slider."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+
+@pytest.fixture(scope="module")
+def rich_site(tmp_path_factory) -> Path:
+    from eventgen import write_run
+    from sitegen.build import build
+    from sitegen.config import Config
+
+    root = tmp_path_factory.mktemp("rich")
+    run = root / "archive" / "proj" / "model" / "run1"
+    write_run(run, tags=["train/loss"], steps=3000, seed=1, start=1.7e9, config="lr: 0.1\nmodel:\n  depth: 18\n")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.pt").write_bytes(b"\x00weights" * 100)
+    (run / "env.json").write_text(json.dumps({"python": "3.12.1", "torch": "2.4.0", "cuda": "12.4", "gpu": "H100", "hostname": "node-7", "dataset_version": "v3"}))
+    (run / "README.md").write_text("# Notes\n\nRan on <b>node 7</b>. [bad](javascript:alert(1)) [ok](https://example.org/x)\n")
+    out = root / "site"
+    build(root / "archive", out, config=Config(title="rich"), use_cache=False)
+    return out
+
+
+def _run_dir(site: Path) -> Path:
+    return next((site / "runs").glob("*/index.html")).parent
+
+
+def test_environment_notes_and_artifacts(rich_site: Path):
+    html = (_run_dir(rich_site) / "index.html").read_text("utf-8")
+    for s in ("3.12.1", "2.4.0", "12.4", "H100", "node-7"):
+        assert s in html, s
+    assert 'class="chip"' in html and "torch 2.4.0" in html
+    assert "Data and provenance" in html and "dataset_version" in html
+    assert 'id="notes"' in html and "&lt;b&gt;node 7&lt;/b&gt;" in html and "href=\"javascript:" not in html and "[bad](javascript:alert(1))" in html
+    digest = hashlib.sha256(b"\x00weights" * 100).hexdigest()
+    assert "checkpoints/last.pt" in html and digest in html
+    assert "events.out.tfevents" not in html.split('id="artifacts"')[1].split("</section>")[0]
+    assert "model.depth" in html  # YAML config text flattened into the hyperparameters
+
+
+def test_full_resolution_downloads(rich_site: Path):
+    run = _run_dir(rich_site)
+    html = (run / "index.html").read_text("utf-8")
+    assert 'href="scalars.csv"' in html and 'href="scalars.parquet"' in html
+    table = pq.read_table(run / "scalars.parquet")
+    assert table.num_rows == 3000 and table.column_names == ["series", "tag", "step", "wall_time", "value"]
+    csv = pacsv.read_csv(io.BytesIO((run / "scalars.csv").read_bytes()))
+    assert csv.num_rows == 3000
+    data = (run / "data.js").read_text("utf-8")
+    chart = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))["charts"][0]
+    assert 0 < len(chart["rows"]["x"]) < 3000  # the chart itself is thinned
+
+
+def test_image_step_slider_shows_every_image(page, example_site: Path):
+    for path in sorted((example_site / "runs").glob("*/index.html")):
+        if "image-step" in path.read_text("utf-8"):
+            break
+    else:
+        raise AssertionError("no run page of the example has images")
+    page.goto(path.as_uri())
+    fig = page.locator("figure.image-step").first
+    slider = fig.locator("input[type=range]")
+    n = int(slider.get_attribute("max")) + 1
+    assert n >= 3
+    srcs = set()
+    for i in range(n):
+        slider.evaluate("(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", str(i))
+        srcs.add(fig.locator("img").get_attribute("src"))
+        assert fig.locator(".pos").inner_text() == f"{i + 1} / {n}"
+    assert len(srcs) == n
+    assert page.log.errors == [], page.log.errors

@@ -1,0 +1,14 @@
+"""Paths and browser settings shared by the tests (a plain module: ``conftest`` names collide
+between folders, so tests import these from here)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "archive"
+CHROMIUM = os.environ.get("SITEGEN_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]
