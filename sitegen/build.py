@@ -1,13 +1,12 @@
 """The whole build, readable top to bottom: scan -> read -> downsample -> charts -> render -> publish."""
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
-import multiprocessing as mp
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -15,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pyarrow.compute as pc
 
-from . import compare, manifest, publish, render
+from . import compare, executors, manifest, publish, render, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -190,33 +189,20 @@ def process(job: Job) -> RunResult:
         problems += scalar_problems(d.scalars, str(source.directory), wall_times=False, steps=True, repeats=d.format != "mlflow")
     hp = run_hparams([site_run.data, *site_run.sub_runs])
     files = render.run_files(site_run, hp, job.config, job.urls, [*job.problems_of, *problems], job.nested_dirs)
+    # compress here, in the worker, so the main process only writes
+    files.update({rel + ".gz": publish.gzip_twin(data) for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
     return RunResult(light(site_run), hp, files, problems, [f for d in datas for f in d.files])
 
 
-def _process_many(jobs: list[Job]) -> list[RunResult]:
-    return [process(j) for j in jobs]
-
-
-def run_all(jobs: list[Job], *, workers: int) -> Iterator[RunResult]:
-    """Results in job order; in ``spawn``ed worker processes when there is enough work.
-
-    Workers are started with ``spawn``: forking after vl-convert has started hangs.
-    """
-    if workers <= 1 or len(jobs) < 2:
-        for j in jobs:
-            yield process(j)
-        return
-    n = min(len(jobs), workers * 8)
-    chunks = [jobs[i * len(jobs) // n : (i + 1) * len(jobs) // n] for i in range(n)]
-    with ProcessPoolExecutor(max_workers=min(workers, n), mp_context=mp.get_context("spawn")) as pool:
-        for part in pool.map(_process_many, chunks):
-            yield from part
+def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler: str | None = None) -> Iterator[RunResult]:
+    """``process`` for every job, results in job order, on the chosen executor."""
+    return executors.map_jobs(jobs, executor=executor, scheduler=scheduler, workers=workers)
 
 
 def build(
     archive: Path, out: Path, *, config: Config, verify: bool = True, cache: Path | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
@@ -240,41 +226,98 @@ def build(
         patterns={"tabular": config.formats.metric_files}, problems=problems,
     )
     fams = families(sources)
-    dirs = [s.directory.resolve() for s in sources]
+    dirs = sorted({s.directory.resolve() for s in sources})
     options = read_options(config, verify=verify)
     assets = render.assets(config.language, store)
-    step(f"reading and drawing {len(fams)} runs", 2, 4)
     size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
     workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
-    job_list = [
-        Job(f, options, config, cache, assets.urls,
-            frozenset(d for d in dirs if d != f[0].directory.resolve() and d.is_relative_to(f[0].directory.resolve())),
-            problems)
-        for f in fams
-    ]
-    summaries: list[SiteRun] = []
-    hps: list[dict] = []
-    logs: list[SourceFile] = []
+    job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs), problems) for f in fams]
+    keys = [summary.run_key(j) for j in job_list]
+    results: list[RunResult | None] = [None] * len(job_list)
+    run_keys: dict[str, str] = {}
     with publish.Staging(Path(out), keep=keep) as stage:
         for rel, data in assets.files.items():
             stage.write(rel, data)
-        for result in run_all(job_list, workers=workers):
-            for rel in sorted(result.files):
-                stage.write(rel, result.files[rel])
-            summaries.append(result.run)
-            hps.append(result.hparams)
-            problems.extend(result.problems)
-            logs.extend(result.sources)
+        previous = _previous_runs(stage.previous)
+        # unchanged runs: the summary from the store, the files linked from the live build
+        for i, (job, key) in enumerate(zip(job_list, keys)):
+            if previous.get(slugify(job.family[0].name)) == key:
+                results[i] = _reuse(store, key, stage)
+        todo = [i for i, r in enumerate(results) if r is None]
+        step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
+        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) > 1 else 1, executor=executor, scheduler=scheduler)
+        for i, result in zip(todo, results_iter):
+            pages = sorted(rel for rel in result.files if not (rel.endswith(".gz") and rel[:-3] in result.files))
+            for rel in pages:
+                stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+            store.put_summary(keys[i], *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources))
+            results[i] = replace(result, files={})
+        done = [r for r in results if r is not None]
+        for r, key in zip(done, keys):
+            run_keys[r.run.slug] = key
+            problems.extend(r.problems)
         step("drawing the index and comparisons", 3, 4)
-        for rel, data in sorted(render.cross_files(summaries, hps, config, assets, problems).items()):
+        skip = set()
+        for g in compare.groups([r.run for r in done]):
+            key = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
+            rels = [f"compare/{g.slug}/index.html", f"compare/{g.slug}/data.js"]
+            run_keys["compare/" + g.slug] = key
+            if previous.get("compare/" + g.slug) == key:
+                if all(stage.link_previous(rel) for rel in rels):
+                    skip.add(g.slug)
+                else:
+                    stage.unlink(rels)
+        cross = render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems, skip=frozenset(skip))
+        for rel, data in sorted(cross.items()):
             stage.write(rel, data)
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         stage.write(manifest.MANIFEST, manifest.make_from_hashes(
-            stage.hashes, logs, archive=Path(archive), source_date_epoch=source_date_epoch, hasher=store.sha256,
+            stage.hashes, [f for r in done for f in r.sources], archive=Path(archive),
+            source_date_epoch=source_date_epoch, hasher=store.sha256, runs=run_keys,
         ))
         stage.commit()
-    return BuildResult(Path(out), len(summaries), len(stage.hashes), problems)
+    return BuildResult(Path(out), len(done), len(stage.hashes), problems)
+
+
+def _nested(directory: Path, dirs: list[Path]) -> frozenset:
+    """The other run folders inside ``directory``; ``dirs`` sorted, so they form one range."""
+    root = directory.resolve()
+    names = [str(d) for d in dirs]
+    prefix = str(root).rstrip("/") + "/"
+    i = bisect.bisect_left(names, prefix)
+    out = []
+    while i < len(names) and names[i].startswith(prefix):
+        out.append(dirs[i])
+        i += 1
+    return frozenset(out)
+
+
+def _previous_runs(previous: Path | None) -> dict[str, str]:
+    """``{slug: input key}`` of the runs of the live build (from its manifest)."""
+    if previous is None:
+        return {}
+    try:
+        runs = json.loads((previous / manifest.MANIFEST).read_text("utf-8")).get("runs", {})
+        return {k: v for k, v in runs.items() if isinstance(k, str) and isinstance(v, str)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _reuse(store: Store, key: str, stage: publish.Staging) -> RunResult | None:
+    """A run whose inputs did not change: its summary from the store, its files linked from
+    the live build. None when anything is missing (then it is simply drawn again)."""
+    got = store.get_summary(key)
+    if got is None:
+        return None
+    run, hp, files, problems, sources = summary.from_doc(*got)
+    linked = []
+    for rel in files:
+        if not stage.link_previous(rel):
+            stage.unlink(linked)
+            return None
+        linked.append(rel)
+    return RunResult(run, hp, {}, problems, sources)
 
 
 def report(problems: list[Problem]) -> bytes:

@@ -162,18 +162,53 @@ def nonfinite_kind(values: np.ndarray) -> list[str]:
     return out.tolist()
 
 
-def scalar_rows(series: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, list]:
-    """Columnar rows for a scalar chart from (label, step, wall_time, value) per line."""
-    cols: dict[str, list] = {"x": [], "y": [], "w": [], "s": [], "k": []}
+def run_length(values: list) -> dict[str, list]:
+    """``{"rl": [[value, count], ...]}``: labels and flags repeat for every point otherwise."""
+    out: list[list] = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return {"rl": out}
+
+
+def round_sig(values: np.ndarray, digits: int = 7) -> list:
+    """Values to ``digits`` significant digits (short JSON; f32 data holds ~7), None for non-finite.
+
+    Vectorized: values are rounded in groups of equal decimal exponent."""
+    v = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(v)
+    out = v.copy()
+    nz = finite & (v != 0)
+    if nz.any():
+        exp = np.zeros(len(v), dtype=np.int64)
+        exp[nz] = np.floor(np.log10(np.abs(v[nz]))).astype(np.int64)
+        for e in np.unique(exp[nz]).tolist():
+            sel = nz & (exp == e)
+            decimals = digits - 1 - e
+            r = np.round(v[sel], decimals) if -300 < decimals < 300 else v[sel]
+            out[sel] = np.where(np.isfinite(r), r, v[sel])
+    if finite.all():
+        return out.tolist()
+    return [x if f else None for x, f in zip(out.tolist(), finite.tolist())]
+
+
+def scalar_rows(series: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Columnar rows for a scalar chart from (label, step, wall_time, value) per line; labels
+    and non-finite flags run-length encoded, values to 7 significant digits (the exact values
+    are in the page's stats table and the CSV/Parquet downloads)."""
+    cols: dict[str, list] = {"x": [], "y": [], "w": []}
+    labels: list[str] = []
+    kinds: list[str] = []
     for label, step, wall, value in series:
-        finite = np.isfinite(value)
         cols["x"] += step.tolist()
-        cols["y"] += np.where(finite, value, 0.0).tolist() if finite.all() else [v if f else None for v, f in zip(value.tolist(), finite.tolist())]
+        cols["y"] += round_sig(value)
         w = np.round(wall, 3)
         cols["w"] += w.tolist() if np.isfinite(w).all() else [x if np.isfinite(x) else None for x in w.tolist()]
-        cols["s"] += [label] * len(step)
-        cols["k"] += [""] * len(step) if finite.all() else nonfinite_kind(value)
-    return cols
+        labels += [label] * len(step)
+        kinds += [""] * len(step) if np.isfinite(value).all() else nonfinite_kind(value)
+    return {**cols, "s": run_length(labels), "k": run_length(kinds)}
 
 
 def histogram_rows(items: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, list]:

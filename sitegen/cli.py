@@ -27,14 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"sitegen {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the site of an archive")
-    b.add_argument("archive", type=Path)
+    b.add_argument("archive", type=_path_or_url, help="archive folder, or a URL (s3://bucket/logs, gs://..., file://...)")
     b.add_argument("--out", type=Path, required=True, help="site folder (replaced atomically)")
     b.add_argument("--config", type=Path, help="sitegen.toml")
     b.add_argument("--strict", action="store_true", help="exit 1 when anything was damaged or skipped")
     b.add_argument("--no-verify", action="store_true", help="skip payload checksums (faster)")
-    b.add_argument("--cache", type=Path, help="decode cache folder (default ~/.cache/sitegen; keep it between CI runs)")
+    b.add_argument("--cache", type=_path_or_url, help="decode cache folder or URL (default ~/.cache/sitegen; keep it between CI runs)")
     b.add_argument("--no-cache", action="store_true", help="decode everything again and write no cache")
     b.add_argument("--jobs", type=int, default=0, help="worker processes for decoding (default: one per core)")
+    b.add_argument("--executor", choices=("local", "dask"), help="where runs are decoded: this machine (default) or a Dask cluster")
+    b.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786); with --executor dask (default: a local cluster)")
     b.add_argument("--keep", type=int, default=3, metavar="N", help="builds kept beside the live one for rollback, including it (default 3)")
     b.add_argument("--quiet", action="store_true", help="print errors only")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
@@ -60,20 +62,40 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _path_or_url(s: str) -> Path | str:
+    """A URL stays a string (``Path`` would turn ``s3://b/k`` into ``s3:/b/k``)."""
+    from .remote import is_url
+
+    return s if is_url(s) else Path(s)
+
+
+def _executor(args: argparse.Namespace, config) -> dict:
+    """``executor=`` / ``scheduler=`` for build(): the flags, else ``[executor]`` in sitegen.toml."""
+    section = getattr(config, "executor", None)
+    kind = args.executor or ("dask" if args.scheduler else None) or getattr(section, "kind", None) or "local"
+    scheduler = args.scheduler or (getattr(section, "scheduler", None) if kind == "dask" else None) or None
+    if scheduler and kind != "dask":
+        raise UsageError("--scheduler needs --executor dask")
+    if kind == "local":
+        return {}  # build()'s defaults
+    return {"executor": kind, "scheduler": scheduler}
+
+
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
     config = load_config(args.config)
     if args.keep < 1:
         raise UsageError(f"--keep must be at least 1, got {args.keep}")
-    if not args.archive.is_dir():
+    if isinstance(args.archive, Path) and not args.archive.is_dir():
         raise UsageError(f"{args.archive}: no such archive folder")
+    extra = _executor(args, config)
     progress = _Progress(enabled=not args.quiet)
     try:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=source_date_epoch(), progress=progress,
+            source_date_epoch=source_date_epoch(), progress=progress, **extra,
         )
     finally:
         progress.done()

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .charts import round_sig
 from .downsample import downsample
 from .hparams import Table, comparison_table, lower_is_better, text_value
 from .model import HParamValue, SiteRun
@@ -83,15 +84,7 @@ def labels(group: Group) -> list[str]:
 
 
 def _round(values: np.ndarray, digits: int = 6) -> list:
-    out = []
-    for v in values.tolist():
-        if not math.isfinite(v):
-            out.append(None)
-        elif v == 0 or not math.isfinite(float(f"{v:.{digits}g}")):
-            out.append(v)
-        else:
-            out.append(float(f"{v:.{digits}g}"))
-    return out
+    return round_sig(values, digits)
 
 
 def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:

@@ -42,7 +42,7 @@ from typing import Iterator
 from .errors import SitegenError, UsageError
 
 log = logging.getLogger(__name__)
-GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg", ".csv")
+GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
 GZIP_MIN_BYTES = 1024
 BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
 STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
@@ -73,8 +73,17 @@ def with_gzip_twins(files: dict[str, bytes], *, previous: Path | None = None) ->
                     twin = None
                 if twin is not None and hashlib.sha256(twin).hexdigest() != old[rel + ".gz"]:
                     twin = None
-            out[rel + ".gz"] = twin if twin is not None else gzip.compress(data, compresslevel=6, mtime=0)
+            out[rel + ".gz"] = twin if twin is not None else gzip_twin(data)
     return out
+
+
+def needs_twin(rel: str, data: bytes) -> bool:
+    return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
+
+
+def gzip_twin(data: bytes) -> bytes:
+    """The deterministic ``.gz`` twin (gzip header time 0)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def _previous_hashes(previous: Path | None) -> dict[str, str]:
@@ -325,21 +334,22 @@ class Staging:
         self.hashes[rel] = (self.old[rel], target.stat().st_size)
         return True
 
-    def write(self, rel: str, data: bytes) -> None:
-        """Write one file (and its ``.gz`` twin when it is a large text file)."""
+    def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
+        """Write one file (and its ``.gz`` twin when it is a large text file; ``twin``: already
+        compressed, e.g. by a worker process)."""
         target = self._target(rel)
         digest = hashlib.sha256(data).hexdigest()
-        twin = rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
-        if self.old.get(rel) == digest and (not twin or rel + ".gz" in self.old):
-            if self._link(rel, target) and (not twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
+        wants_twin = needs_twin(rel, data)
+        if self.old.get(rel) == digest and (not wants_twin or rel + ".gz" in self.old):
+            if self._link(rel, target) and (not wants_twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
                 return
             for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
                 self.hashes.pop(r, None)
                 (self.root / r).unlink(missing_ok=True)
         _write_file(target, data)
         self.hashes[rel] = (digest, len(data))
-        if twin:
-            gz = gzip.compress(data, compresslevel=6, mtime=0)
+        if wants_twin:
+            gz = twin if twin is not None else gzip_twin(data)
             gz_target = self._target(rel + ".gz")
             _write_file(gz_target, gz)
             st = target.stat()
@@ -356,6 +366,14 @@ class Staging:
             target.unlink(missing_ok=True)
             return False
         return True
+
+    def unlink(self, rels: list[str]) -> None:
+        """Take back files (and twins) written or linked in this build."""
+        for rel in rels:
+            for r in (rel, rel + ".gz"):
+                if r in self.hashes:
+                    del self.hashes[r]
+                    (self.root / safe_relpath(r)).unlink(missing_ok=True)
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""

@@ -200,14 +200,16 @@ def run_files(run: SiteRun, hp: dict[str, HParamValue], config: Config, urls: di
 
 
 def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
-                problems: list[Problem]) -> dict[str, bytes]:
-    """The index and every comparison page, from the runs' summaries."""
+                problems: list[Problem], *, skip: frozenset = frozenset()) -> dict[str, bytes]:
+    """The index and every comparison page, from the runs' summaries; groups whose slug is in
+    ``skip`` are not drawn (their pages are reused from the previous build)."""
     env, _ = _page_context(config.language)
     common = _common(config)
     files: dict[str, bytes] = {}
     groups = compare.groups(runs)
     for g in groups:
-        files.update(_compare_page(env, g, runs, hps, config, assets, common))
+        if g.slug not in skip:
+            files.update(_compare_page(env, g, runs, hps, config, assets, common))
     files.update(_index(env, runs, hps, groups, config, assets, common, problems))
     return files
 

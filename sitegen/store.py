@@ -122,6 +122,34 @@ class Store:
             pass
         return digest, n
 
+    def put_summary(self, key: str, doc: dict, table: pa.Table) -> None:
+        """Keep a run's summary (JSON plus one Arrow table) under ``key``."""
+        if self.root is None:
+            return
+        entry = self.root / "runs" / key[:2] / key
+        tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            (tmp / "summary.json").write_text(json.dumps(doc), "utf-8")
+            self._write(tmp / "lines.arrow", table)
+            shutil.rmtree(entry, ignore_errors=True)
+            os.rename(tmp, entry)
+        except OSError as exc:
+            log.warning("cannot keep the run summary %s: %s", key, exc)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def get_summary(self, key: str) -> tuple[dict, pa.Table] | None:
+        if self.root is None:
+            return None
+        entry = self.root / "runs" / key[:2] / key
+        try:
+            doc = json.loads((entry / "summary.json").read_text("utf-8"))
+            with ipc.open_file(pa.memory_map(str(entry / "lines.arrow"))) as reader:
+                return doc, reader.read_all()
+        except (OSError, ValueError, pa.ArrowException):
+            return None
+
     def _entry_dir(self, path: Path) -> Path:
         assert self.root is not None
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()

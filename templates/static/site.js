@@ -19,7 +19,16 @@
     return e;
   }
 
+  // a column may come run-length encoded as {rl: [[value, count], ...]} (labels, flags)
+  function expand(col) {
+    if (Array.isArray(col) || !col || !col.rl) return col;
+    var out = [];
+    col.rl.forEach(function (p) { for (var i = 0; i < p[1]; i++) out.push(p[0]); });
+    return out;
+  }
+
   function toRows(cols) {
+    cols = Object.keys(cols).reduce(function (o, k) { o[k] = expand(cols[k]); return o; }, {});
     var keys = Object.keys(cols);
     var n = keys.length ? cols[keys[0]].length : 0;
     var rows = new Array(n);

@@ -1,0 +1,149 @@
+"""Where the per-run work runs: here (worker processes of this machine) or on a Dask cluster.
+
+:func:`map_jobs` applies :func:`sitegen.build.process` to every :class:`~sitegen.build.Job` and
+yields the results **in job order**, whatever executor ran them, so the site is byte-identical
+whichever one built it. ``process`` is a pure function of its job (plus the decode cache, which
+only ever speeds it up), so running a job twice — a retry, or a worker lost mid-build whose
+results are recomputed — changes nothing.
+
+* ``"local"``: in this process for small inputs, else in ``spawn``\\ ed worker processes
+  (forking after vl-convert has started hangs).
+* ``"dask"``: on ``dask.distributed.Client(scheduler)``, or on a ``LocalCluster`` started for the
+  build when ``scheduler`` is None. Jobs go out in chunks, at most a few chunks per worker in
+  flight (results are whole run pages: memory stays bounded on both sides), each with
+  ``retries=2``. A worker that dies takes its running and finished-but-not-gathered chunks with
+  it; the scheduler runs them again elsewhere because this client still holds their futures.
+  Every worker must see the archive and the decode cache (``job.cache``) at the same paths as
+  this machine (a shared file system), and have the same sitegen version installed.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from .errors import UsageError
+
+if TYPE_CHECKING:  # build imports this module: no import of build at module level
+    from .build import Job, RunResult
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "dask")
+#: Jobs per Dask task at most: small enough that a lost worker costs little, large enough
+#: that 2,000 tiny runs do not drown the scheduler in task overhead.
+DASK_CHUNK_MAX = 16
+#: Chunks in flight per worker: enough to keep each worker busy while results travel back.
+DASK_INFLIGHT_PER_WORKER = 3
+
+
+def _process_many(jobs: list[Job], fn: Callable[[Job], RunResult] | None = None) -> list[RunResult]:
+    if fn is None:
+        from .build import process as fn
+    return [fn(j) for j in jobs]
+
+
+def _chunks(jobs: list, n: int) -> list[list]:
+    """``jobs`` cut into ``n`` contiguous, nearly equal chunks (order kept)."""
+    n = max(1, min(n, len(jobs)))
+    return [jobs[i * len(jobs) // n : (i + 1) * len(jobs) // n] for i in range(n)]
+
+
+def map_jobs(
+    jobs: list[Job], *, executor: str = "local", scheduler: str | None = None, workers: int = 0,
+    fn: Callable[[Job], RunResult] | None = None,
+) -> Iterator[RunResult]:
+    """``process(job)`` for every job, yielded in job order.
+
+    ``workers``: local worker processes (0: one per core; 1: in this process), or the size of
+    the ``LocalCluster`` started when ``executor="dask"`` and ``scheduler`` is None (0: one per
+    core). ``scheduler``: a Dask scheduler address (``tcp://host:8786``); only with
+    ``executor="dask"``. ``fn`` replaces :func:`sitegen.build.process` (tests); it must be
+    importable by the workers.
+    """
+    if executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if scheduler is not None and executor != "dask":
+        raise UsageError("a scheduler address needs the dask executor (--executor dask)")
+    if executor == "dask":
+        return _map_dask(list(jobs), scheduler, workers, fn)
+    return _map_local(list(jobs), workers or os.cpu_count() or 1, fn)
+
+
+def _map_local(jobs: list[Job], workers: int, fn: Callable | None) -> Iterator[RunResult]:
+    if workers <= 1 or len(jobs) < 2:
+        for j in jobs:
+            yield from _process_many([j], fn)
+        return
+    chunks = _chunks(jobs, workers * 8)
+    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=mp.get_context("spawn")) as pool:
+        for part in pool.map(_process_many, chunks, [fn] * len(chunks)):
+            yield from part
+
+
+def _dask():
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise UsageError('the dask executor needs dask.distributed: pip install "sitegen[dask]"') from None
+    return distributed
+
+
+def _map_dask(jobs: list[Job], scheduler: str | None, workers: int, fn: Callable | None) -> Iterator[RunResult]:
+    if not jobs:
+        return
+    distributed = _dask()
+    cluster = None
+    if scheduler is None:
+        n = workers or os.cpu_count() or 1
+        # processes, one thread each: the decoders hold the GIL for part of their work
+        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        scheduler = cluster.scheduler_address
+    try:
+        with distributed.Client(scheduler, set_as_default=False) as client:
+            yield from _gather_in_order(client, jobs, fn)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _worker_count(client) -> int:
+    try:
+        return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    except TypeError:  # older distributed: no n_workers argument
+        return max(1, len(client.scheduler_info()["workers"]))
+
+
+def _gather_in_order(client, jobs: list[Job], fn: Callable | None) -> Iterator[RunResult]:
+    """Submit chunks with at most ``workers * DASK_INFLIGHT_PER_WORKER`` outstanding, yield in order."""
+    nworkers = _worker_count(client)
+    size = max(1, min(DASK_CHUNK_MAX, -(-len(jobs) // (nworkers * 4))))
+    chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+    limit = max(2, nworkers * DASK_INFLIGHT_PER_WORKER)
+    log.info("dask: %d jobs in %d chunks on %d workers (%d in flight)", len(jobs), len(chunks), nworkers, limit)
+    pending: collections.deque = collections.deque()
+    todo = iter(chunks)
+
+    def refill() -> None:
+        while len(pending) < limit:
+            chunk = next(todo, None)
+            if chunk is None:
+                return
+            # pure=False: a fresh key per submission; retries: a task that raised runs again
+            # (a worker that died is handled by the scheduler itself: the task is rescheduled)
+            pending.append(client.submit(_process_many, chunk, fn, pure=False, retries=2))
+
+    refill()
+    try:
+        while pending:
+            future = pending.popleft()
+            results = future.result()
+            future.release()  # the worker may forget it now: memory follows the window
+            refill()
+            yield from results
+    finally:
+        for future in pending:  # the build stopped early (error, Ctrl-C): do not leave work behind
+            future.cancel()

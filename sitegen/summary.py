@@ -1,0 +1,134 @@
+"""A run's summary as plain data, so an unchanged run need not be read or drawn again.
+
+What the index and comparison pages need of a run (its light :class:`SiteRun`, hyperparameters,
+problems, log files and the list of files of its page) is kept in the store under a key of
+everything the run's page depends on; the next build reuses it when the key is unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from . import __version__
+from .downsample import Series, Stats
+from .errors import Problem
+from .model import Artifact, ChartLine, RunData, SiteRun, SourceFile
+from .resources import templates_dir
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """The package's code and templates: any change draws every page again."""
+    h = hashlib.sha256(__version__.encode())
+    for root in (Path(__file__).resolve().parent, templates_dir()):
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".html", ".js", ".css", ".json"):
+                h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list:
+    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params)."""
+    out: list = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if (here / d).resolve() not in skip)
+        for name in sorted(filenames):
+            try:
+                st = (here / name).stat()
+            except OSError:
+                continue
+            out.append([(here / name).relative_to(directory).as_posix(), st.st_size, st.st_mtime_ns])
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def run_key(job: Any) -> str:
+    """Everything a run's page depends on: code, config, options, its log files and its folder."""
+    fam = []
+    for s in job.family:
+        files = []
+        for f in s.files:
+            try:
+                st = f.stat()
+                files.append([str(f), st.st_size, st.st_mtime_ns])
+            except OSError:
+                files.append([str(f), -1, -1])
+        fam.append([s.name, s.format, str(s.directory), s.parent, files])
+    doc = [
+        code_fingerprint(), _plain(asdict(job.config)), _plain(asdict(job.options)), job.urls,
+        sorted(str(d) for d in job.nested_dirs), fam,
+        _folder_listing(job.family[0].directory, job.nested_dirs),
+    ]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def group_key(slug: str, member_keys: list[str], config: Any) -> str:
+    """A comparison page depends on the code, the config and exactly its runs' inputs."""
+    doc = [code_fingerprint(), _plain(asdict(config)), slug, member_keys]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile]) -> tuple[dict, pa.Table]:
+    d = run.data
+    lines = []
+    ids, steps, walls, values = [], [], [], []
+    for i, ln in enumerate(run.lines):
+        lines.append({"tag": ln.tag, "label": ln.label, "stats": asdict(ln.series.stats), "thinned": ln.series.thinned})
+        ids.append(np.full(len(ln.series.step), i, dtype=np.int32))
+        steps.append(ln.series.step)
+        walls.append(ln.series.wall_time)
+        values.append(ln.series.value)
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    table = pa.table({"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64), "value": cat(values, np.float64)})
+    doc = {
+        "run": {"name": run.name, "slug": run.slug, "title": run.title, "parts": list(run.parts),
+                "start_time": run.start_time, "end_time": run.end_time, "last_step": run.last_step,
+                "directory": None if run.directory is None else str(run.directory)},
+        "data": {"name": d.name, "format": d.format, "hparams": d.hparams, "hparam_metrics": d.hparam_metrics,
+                 "meta": d.meta, "artifacts": [asdict(a) for a in d.artifacts], "problems": [asdict(p) for p in d.problems],
+                 "files": [[str(f.path), f.size, f.decoded_bytes] for f in d.files]},
+        "lines": lines, "hparams": hp, "files": files, "problems": [asdict(p) for p in problems],
+        "sources": [[str(f.path), f.size, f.decoded_bytes] for f in sources],
+    }
+    return doc, table
+
+
+def from_doc(doc: dict, table: pa.Table) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
+    r, d = doc["run"], doc["data"]
+    data = RunData(
+        name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
+        artifacts=[Artifact(**a) for a in d["artifacts"]], problems=[Problem(**p) for p in d["problems"]],
+        files=[SourceFile(Path(p), s, e) for p, s, e in d["files"]],
+    )
+    line_ids = table.column("line").to_numpy()
+    bounds = np.searchsorted(line_ids, np.arange(len(doc["lines"]) + 1))
+    step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
+    lines = [
+        ChartLine(ln["tag"], ln["label"], Series(step[a:b], wall[a:b], value[a:b], Stats(**ln["stats"]), ln["thinned"]))
+        for ln, a, b in zip(doc["lines"], bounds[:-1], bounds[1:])
+    ]
+    run = SiteRun(
+        name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data, lines=lines,
+        start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
+        directory=None if r["directory"] is None else Path(r["directory"]),
+    )
+    sources = [SourceFile(Path(p), s, e) for p, s, e in doc["sources"]]
+    return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
