@@ -33,7 +33,7 @@ def read_scalars(path: str | Path, *, options: ReadOptions = ReadOptions()) -> p
     tables = []
     for run in read_runs(path, options=options):
         t = run.scalars
-        tables.append(t.add_column(0, "run", pa.array([run.name] * t.num_rows, pa.string())))
+        tables.append(t.add_column(0, "run", pa.repeat(pa.scalar(run.name, pa.string()), t.num_rows)))
     if not tables:
         return SCALARS_SCHEMA.empty_table()
     return pa.concat_tables(tables).cast(SCALARS_SCHEMA)

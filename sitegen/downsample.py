@@ -107,32 +107,50 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
     s, v = (step, value) if base is None else (step[base], value[base])
     finite = np.isfinite(v)
     all_finite = bool(finite.all())
-    fidx = None if all_finite else np.flatnonzero(finite)
-    fs, fv = (s, v) if fidx is None else (s[fidx], v[fidx])
+    bad = None if all_finite else np.flatnonzero(~finite)
     keep = [np.array([0, len(s) - 1])]
-    if fidx is not None:
-        keep.append(np.flatnonzero(~finite))
     lo = hi = None
-    if len(fv):
+    if bad is not None:
+        keep.append(bad)
+    if bad is None or len(bad) < len(v):
+        # Non-finite points are kept as markers anyway; for choosing the rest, each is given its
+        # finite neighbour's value, which costs O(non-finite) instead of compacting every array.
+        fv = v if bad is None else _filled(v, bad)
         lo, hi = int(np.argmin(fv)), int(np.argmax(fv))
-        chosen = np.concatenate([[lo, hi], _shape_indices(fs, fv, n_out - 8)])
-        keep.append(chosen if fidx is None else fidx[chosen])
+        if bad is not None and bad[0] == 0:  # a leading non-finite run holds copies of what follows it
+            first = int(bad[np.flatnonzero(np.diff(bad) != 1)[0]] + 1) if np.any(np.diff(bad) != 1) else int(bad[-1] + 1)
+            lo, hi = (first if lo < first else lo), (first if hi < first else hi)
+        keep.append(np.concatenate([[lo, hi], _shape_indices(s, fv, n_out - 8)]))
     idx = np.unique(np.concatenate(keep))  # positions in (s, v), sorted by step
     orig = idx if base is None else base[idx]
-    if all_finite:
+    if all_finite and base is None:
         nan = posinf = neginf = 0
     else:
-        nan, posinf, neginf = int(np.isnan(value).sum()), int(np.isposinf(value).sum()), int(np.isneginf(value).sum())
+        raw_bad = value[bad] if base is None else value[~np.isfinite(value)]
+        nan, posinf, neginf = int(np.isnan(raw_bad).sum()), int(np.isposinf(raw_bad).sum()), int(np.isneginf(raw_bad).sum())
+    fs = s
     st = Stats(
         count=n, nan=nan, posinf=posinf, neginf=neginf,
         first_step=int(step[0]), first_value=float(value[0]), last_step=int(step[-1]), last_value=float(value[-1]),
-        min_step=None if lo is None else int(fs[lo]), min_value=None if lo is None else float(fv[lo]),
-        max_step=None if hi is None else int(fs[hi]), max_value=None if hi is None else float(fv[hi]),
+        min_step=None if lo is None else int(fs[lo]), min_value=None if lo is None else float(v[lo]),
+        max_step=None if hi is None else int(fs[hi]), max_value=None if hi is None else float(v[hi]),
     )
     if base is not None and st.min_value is not None:
         # duplicates may hide an older extreme from the drawn series; stats are over every record
         st = _raw_extremes(st, step, value, value[np.isfinite(value)])
     return Series(step[orig], wall_time[orig], value[orig], st, len(idx) < len(s))
+
+
+def _filled(v: np.ndarray, bad: np.ndarray) -> np.ndarray:
+    """A copy of ``v`` whose non-finite entries (``bad``, sorted) hold the nearest finite value
+    before them (after them, for a leading run). Needs at least one finite value."""
+    out = v.copy()
+    cut = np.flatnonzero(np.diff(bad) != 1) + 1
+    starts = bad[np.concatenate([[0], cut])]
+    ends = bad[np.concatenate([cut - 1, [len(bad) - 1]])]
+    src = np.where(starts > 0, starts - 1, ends + 1)
+    out[bad] = np.repeat(v[src], ends - starts + 1)
+    return out
 
 
 def _raw_extremes(st: Stats, step: np.ndarray, value: np.ndarray, raw_finite: np.ndarray) -> Stats:

@@ -6,6 +6,7 @@ raises :class:`SitegenError`; the CLI maps it to one line and exit code 2.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
 import stat
@@ -79,13 +80,8 @@ def read_regular(path: "str | os.PathLike[str]") -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(0, "not a regular file", str(path))
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 24)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        # readall() sizes its buffer from fstat: one allocation, no joined copy of a large file
+        return io.FileIO(fd, "rb", closefd=False).readall()
     finally:
         os.close(fd)
 

@@ -72,3 +72,14 @@ def test_reference_keeps_each_buckets_extremes():
     bounds = np.linspace(0, 10_000, 51).astype(int)
     for a, b in zip(bounds[:-1], bounds[1:]):
         assert a + int(np.argmax(y[a:b])) in idx and a + int(np.argmin(y[a:b])) in idx
+
+
+def test_leading_and_trailing_non_finite_runs():
+    value = np.array([np.nan, np.inf, 5.0, 1.0, 7.0, np.nan, -np.inf], dtype=np.float64)
+    step = np.arange(len(value), dtype=np.int64)
+    s = downsample(step, step * 1.0, value, 100)
+    assert (s.stats.min_step, s.stats.min_value, s.stats.max_step, s.stats.max_value) == (3, 1.0, 4, 7.0)
+    assert (s.stats.nan, s.stats.posinf, s.stats.neginf) == (2, 1, 1)
+    assert s.step.tolist() == list(range(7))
+    only_bad = downsample(step[:2], step[:2] * 1.0, value[:2], 100)
+    assert only_bad.stats.min_value is None and only_bad.step.tolist() == [0, 1]
