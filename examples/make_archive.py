@@ -18,6 +18,22 @@ Each run holds:
   (``hyperparameters/config``), an ``environment`` text and Markdown ``notes``;
 * a few images, weight histograms over steps, one PR curve and one short audio clip.
 
+Besides, one run of every other format sitegen reads, each written by its real writer:
+
+* ``paddle/ernie-tiny/2024-06-20_09-00-00/``: a VisualDL run (``visualdl.LogWriter``) that was
+  restarted from a checkpoint, so it holds two ``vdlrecords.<ts>.log`` files (their names get the
+  session's start time; the records' ms wall times are passed explicitly, the clock is pinned
+  for the rest). Scalars with a NaN, a display name, hparams, texts, images and histograms.
+* ``mlflow/mlruns/``: an MLflow file store (``mlflow`` with a ``file://`` tracking URI), experiment
+  ``tabular-baselines`` with two runs (params, stepped metrics, tags, a text artifact) and a nested
+  child run. MLflow's random experiment/run ids, absolute artifact URIs and current times are then
+  rewritten: fixed ids (folders renamed), ``./mlruns/...`` artifact paths (relative to the folder
+  holding ``mlruns``, as mlflow < 1.0 wrote them) and fixed times, so the store is byte-for-byte
+  deterministic and relocatable; ``MlflowClient`` still reads it.
+* ``tabular/xgboost/2024-07-01_12-00-00/metrics.csv`` (wide CSV with a few empty cells) and
+  ``tabular/lightgbm/2024-07-02_12-00-00/metrics.jsonl`` (JSON lines whose keys vary by line,
+  with a NaN).
+
 Usage: ``python examples/make_archive.py [OUT_DIR]`` (default: ``examples/archive`` next to
 this script). Only the project folders this script writes are replaced in OUT_DIR.
 """
@@ -25,11 +41,15 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import csv
+import hashlib
 import io
 import json
 import math
+import os
 import shutil
 import sys
+import tempfile
 import time as _real_time
 import types
 import wave
@@ -348,6 +368,285 @@ def write_run(clock: _Clock, run_dir: Path, project: str, model: str, cfg: dict)
     at(total, 7.5)
     w.close()
 
+# ---------------------------------------------------------------------------------------------
+# One run of every other format.
+
+#: project folders of OUT_DIR written by the functions below (replaced on every run)
+OTHER_PROJECTS = ("paddle", "mlflow", "tabular")
+
+
+@contextmanager
+def _cwd(path: Path):
+    saved = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
+@contextmanager
+def pinned_visualdl():
+    """Yield a clock; while inside, ``visualdl.LogWriter`` reads its time from it (only used for
+    the wall time of the meta record ``LogWriter(display_name=...)`` writes on creation)."""
+    import visualdl.writer.writer as vw
+
+    clock = _Clock()
+    saved = vw.time
+    vw.time = clock
+    try:
+        yield clock
+    finally:
+        vw.time = saved
+
+
+VISUALDL_RUN = "paddle/ernie-tiny/2024-06-20_09-00-00"
+
+
+def write_visualdl(out: Path) -> None:
+    """ERNIE-tiny fine-tuned on ChnSentiCorp, preempted after the step-160 checkpoint and resumed:
+    two LogWriter sessions, two ``vdlrecords`` files in one run folder."""
+    from visualdl import LogWriter
+
+    rng = np.random.default_rng(51)
+    total, lr, warm = 400, 5e-5, 40
+    sessions = [  # (start UTC, first step, last step)
+        ("2024-06-20 09:00:00", 0, 160),
+        ("2024-06-20 10:12:30", 162, total),
+    ]
+    hparams = {"lr": lr, "batch_size": 32, "max_seq_len": 128, "scheduler": "linear", "fp16": "true"}
+    weights = rng.normal(0, 0.05, 4096)
+    sec_per_step = 1.37
+    acc = 0.5
+    # The writer puts md5(its file path) into hparam records: write with relative paths from
+    # OUT_DIR so that the bytes do not depend on where OUT_DIR is.
+    with pinned_visualdl() as clock, _cwd(out):
+        for session, (start, first, last) in enumerate(sessions):
+            base = float(_epoch(start))
+            clock.now = base
+            name = f"vdlrecords.{int(base):010d}.log"
+            w = LogWriter(logdir=VISUALDL_RUN, file_name=name, display_name="ernie-tiny · ChnSentiCorp")
+
+            def ms(step: int, offset: float = 0.0) -> int:
+                return int(round((base + 8.0 + (step - first) * sec_per_step + offset) * 1000))
+
+            w.add_hparams(hparams, ["eval/accuracy", "train/loss"], walltime=ms(first))
+            if session == 0:
+                config = {**hparams, "model": "ernie-3.0-tiny-medium-v2-zh", "dataset": "ChnSentiCorp",
+                          "epochs": 2, "seed": 51, "paddle": "2.6.1", "paddlenlp": "2.8.0"}
+                w.add_text("config", json.dumps(config, indent=2, ensure_ascii=False), 0, walltime=ms(0))
+            else:
+                w.add_text("notes", "# 续训 / resumed\n\nThe first job was preempted after the step-160 "
+                           "checkpoint; this session resumed from it (same data order, same seed).",
+                           first, walltime=ms(first))
+            for step in range(first, last + 1, 2):
+                clean = 0.19 + (0.69 - 0.19) * math.exp(-0.012 * step)
+                loss = clean * (1.0 + rng.normal(0, 0.05))
+                if step == 118:
+                    loss = float("nan")  # fp16 loss-scale overflow, skipped by the optimizer
+                cur_lr = lr * (step + 1) / warm if step < warm else lr * (total - step) / (total - warm)
+                w.add_scalar("train/loss", loss, step, walltime=ms(step))
+                w.add_scalar("train/lr", cur_lr, step, walltime=ms(step))
+                if step % 40 == 0 and step > 0:
+                    acc = float(np.clip(0.5 + 0.44 * (1 - math.exp(-0.011 * step)) + rng.normal(0, 0.004), 0, 1))
+                    w.add_scalar("eval/accuracy", acc, step, walltime=ms(step, 6.0))
+                    w.add_scalar("eval/loss", clean * 1.1 + rng.normal(0, 0.005), step, walltime=ms(step, 6.0))
+                if step % 100 == 0 or step == last:
+                    w.add_histogram("weights/encoder.layers.0.linear1", weights, step, buckets=24,
+                                    walltime=ms(step, 6.5))
+                    weights = weights * 0.995 + rng.normal(0, 0.002, weights.size)
+                if step in (0, 200, total):
+                    y, x = np.mgrid[0:24, 0:24] / 23.0
+                    sharp = 1.0 + step / 60.0
+                    att = np.exp(-sharp * 6 * (x - y) ** 2) + rng.normal(0, 0.08 / sharp, x.shape)
+                    img = (np.clip(att / att.max(), 0, 1) * 255).round().astype(np.uint8)
+                    w.add_image("attention/layer0_head0", np.stack([img, img // 2, 255 - img], axis=2), step,
+                                walltime=ms(step, 7.0))
+            w.close()
+
+
+MLFLOW_STORE = "mlflow/mlruns"
+MLFLOW_EXPERIMENT = ("1", "tabular-baselines")
+
+# run name -> params, (start UTC, seconds per round, rounds), quirks
+MLFLOW_RUNS = [
+    dict(name="gbdt-depth4", params={"lr": 0.1, "depth": 4, "n_estimators": 120, "subsample": 0.8},
+         start="2024-07-03 08:00:00", pace=0.9, rounds=120, seed=61, model_family="gbdt"),
+    dict(name="gbdt-depth8", params={"lr": 0.05, "depth": 8, "n_estimators": 160, "subsample": 0.8},
+         start="2024-07-03 08:30:00", pace=2.1, rounds=160, seed=62, model_family="gbdt",
+         child=dict(name="gbdt-depth8-cv", start_after=30.0, folds=5)),
+]
+
+
+def _run_id(name: str) -> str:
+    """A fixed 32-hex-digit id in place of mlflow's random uuid4().hex."""
+    return hashlib.md5(f"{MLFLOW_EXPERIMENT[1]}/{name}".encode()).hexdigest()
+
+
+def write_mlflow(out: Path) -> None:
+    """Write the store with the real mlflow client into a scratch folder, make it deterministic
+    and relocatable, then move it to ``out/mlflow/mlruns``."""
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    import mlflow
+
+    times: dict[str, tuple[int, int]] = {}  # run name -> (start ms, end ms)
+    with tempfile.TemporaryDirectory() as scratch:
+        store = Path(scratch) / "mlruns"
+        mlflow.set_tracking_uri(store.as_uri())
+        try:
+            mlflow.set_experiment(MLFLOW_EXPERIMENT[1])
+            ids: dict[str, str] = {}  # mlflow's random run id -> fixed id
+            for cfg in MLFLOW_RUNS:
+                rng = np.random.default_rng(cfg["seed"])
+                start = _epoch(cfg["start"]) * 1000
+                context = {"mlflow.user": "example", "mlflow.source.name": "train_gbdt.py",
+                           "mlflow.source.type": "LOCAL"}
+                with mlflow.start_run(run_name=cfg["name"], tags=context) as run:
+                    ids[run.info.run_id] = _run_id(cfg["name"])
+                    mlflow.log_params(cfg["params"])
+                    mlflow.set_tag("model_family", cfg["model_family"])
+                    mlflow.set_tag("dataset", "adult-income")
+                    p = cfg["params"]
+                    speed = 0.9 * p["lr"] * (1 + p["depth"] / 8)
+                    floor = 0.295 - 0.004 * p["depth"]
+                    auc = 0.5
+                    t = start
+                    for r in range(cfg["rounds"]):
+                        t = start + int(round((4.0 + r * cfg["pace"]) * 1000))
+                        train = floor * (1 - 0.01 * p["depth"]) + (0.69 - floor) * math.exp(-speed * r)
+                        mlflow.log_metric("train/logloss", round(train * (1 + rng.normal(0, 0.004)), 6),
+                                          step=r, timestamp=t)
+                        if r % 5 == 4:
+                            valid = floor + (0.69 - floor) * math.exp(-speed * r) + 0.0008 * max(0, r - 100)
+                            auc = 0.5 + (0.905 + 0.003 * p["depth"] - 0.5) * (1 - math.exp(-speed * r * 1.2))
+                            auc = round(auc + rng.normal(0, 0.0015), 6)
+                            mlflow.log_metric("valid/logloss", round(valid + rng.normal(0, 0.002), 6),
+                                              step=r, timestamp=t + 150)
+                            mlflow.log_metric("valid/auc", auc, step=r, timestamp=t + 150)
+                    mlflow.set_tag("best_iteration", str(cfg["rounds"] - 1))
+                    mlflow.log_text(
+                        f"# {cfg['name']}\n\nbest valid AUC {auc:.4f} after {cfg['rounds']} rounds\n"
+                        f"params: {json.dumps(p, sort_keys=True)}\n",
+                        "notes/summary.md",
+                    )
+                    end = t + 2000
+                    if "child" in cfg:
+                        c = cfg["child"]
+                        c_start = end + int(c["start_after"] * 1000)
+                        with mlflow.start_run(run_name=c["name"], nested=True, tags=context) as child:
+                            ids[child.info.run_id] = _run_id(c["name"])
+                            mlflow.log_params({**p, "folds": c["folds"]})
+                            for fold in range(c["folds"]):
+                                at = c_start + (fold + 1) * 41_000
+                                fold_auc = round(auc + rng.normal(0, 0.004), 6)
+                                # one step per cross-validation fold
+                                mlflow.log_metrics({"valid/auc": fold_auc,
+                                                    "valid/logloss": round(0.3 - 0.8 * (fold_auc - 0.9), 6),
+                                                    "train/fit_seconds": round(38.5 + rng.normal(0, 1.5), 2)},
+                                                   step=fold, timestamp=at)
+                        c_end = c_start + c["folds"] * 41_000 + 1000
+                        times[c["name"]] = (c_start, c_end)
+                        end = c_end + 500
+                    times[cfg["name"]] = (start, end)
+        finally:
+            mlflow.set_tracking_uri(None)
+        _normalize_mlflow(store, ids, times)
+        target = out / MLFLOW_STORE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(store, target)
+
+
+def _normalize_mlflow(store: Path, ids: dict[str, str], times: dict[str, tuple[int, int]]) -> None:
+    """Rewrite what mlflow made up (ids, absolute paths, current times) in place."""
+    import re
+
+    first_start = min(start for start, _ in times.values())
+    created = first_start - 60_000
+    exp_ids: dict[str, str] = {}
+    for exp_dir in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        meta = (exp_dir / "meta.yaml").read_text("utf-8")
+        name = re.search(r"^name: (.*)$", meta, re.M).group(1)
+        exp_ids[exp_dir.name] = "0" if name == "Default" else MLFLOW_EXPERIMENT[0]
+    old_uri = store.resolve().as_uri()  # file:///<scratch>/mlruns
+
+    def fix(text: str) -> str:
+        text = text.replace(old_uri, "./mlruns")
+        for old, new in exp_ids.items():
+            text = text.replace(f"'{old}'", f"'{new}'").replace(f"/mlruns/{old}", f"/mlruns/{new}")
+        for old, new in ids.items():
+            text = text.replace(old, new)
+        return text
+
+    for exp_old, exp_new in exp_ids.items():
+        exp_dir = store / exp_old
+        meta = fix((exp_dir / "meta.yaml").read_text("utf-8"))
+        meta = re.sub(r"^(creation_time|last_update_time): \d+$", rf"\1: {created}", meta, flags=re.M)
+        (exp_dir / "meta.yaml").write_text(meta, "utf-8")
+        for run_dir in sorted(p for p in exp_dir.iterdir() if p.is_dir() and p.name in ids):
+            meta = fix((run_dir / "meta.yaml").read_text("utf-8"))
+            run_name = re.search(r"^run_name: (.*)$", meta, re.M).group(1)
+            start, end = times[run_name]
+            meta = re.sub(r"^start_time: \d+$", f"start_time: {start}", meta, flags=re.M)
+            meta = re.sub(r"^end_time: \d+$", f"end_time: {end}", meta, flags=re.M)
+            (run_dir / "meta.yaml").write_text(meta, "utf-8")
+            for tag in sorted((run_dir / "tags").rglob("*")):
+                if tag.name.startswith("mlflow.source.git."):
+                    tag.unlink()  # the commit of whatever repository this script ran in
+                elif tag.is_file():
+                    tag.write_text(fix(tag.read_text("utf-8")), "utf-8")
+            run_dir.rename(exp_dir / ids[run_dir.name])
+        if exp_new != exp_old:
+            exp_dir.rename(store / exp_new)
+    leftovers = [p for p in store.rglob("*") if p.is_file() and (
+        any(old in p.read_text("utf-8", errors="replace") for old in [*ids, old_uri, str(store.resolve())])
+    )]
+    if leftovers:
+        raise RuntimeError(f"mlflow store not fully normalized: {leftovers}")
+
+
+TABULAR_CSV = "tabular/xgboost/2024-07-01_12-00-00/metrics.csv"
+TABULAR_JSONL = "tabular/lightgbm/2024-07-02_12-00-00/metrics.jsonl"
+
+
+def write_tabular(out: Path) -> None:
+    """A wide CSV (as ``xgboost``'s ``evals_result`` dumped by hand) and JSON lines of LightGBM
+    callbacks whose keys differ from line to line."""
+    rng = np.random.default_rng(71)
+    path = out / TABULAR_CSV
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["step", "train_loss", "valid_auc"])
+    for step in range(150):
+        train = 0.262 + (0.693 - 0.262) * math.exp(-0.035 * step) + rng.normal(0, 0.002)
+        auc = 0.5 + 0.412 * (1 - math.exp(-0.05 * step)) + rng.normal(0, 0.0015)
+        row = [step, f"{train:.6f}", f"{auc:.6f}"]
+        if step in (57, 58):  # the eval set was skipped for two rounds (an interrupted callback)
+            row[2] = ""
+        if step == 100:
+            row[1] = ""
+        w.writerow(row)
+    path.write_bytes(buf.getvalue().encode("utf-8"))
+
+    path = out / TABULAR_JSONL
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = float(_epoch("2024-07-02 12:00:00"))
+    lines = []
+    for step in range(120):
+        rec: dict = {"step": step, "timestamp": round(base + 2.0 + step * 0.35, 3)}
+        if step == 0:
+            rec.update(lr=0.05, num_leaves=31)
+        loss = 0.27 + (0.693 - 0.27) * math.exp(-0.04 * step) + rng.normal(0, 0.002)
+        rec["train_loss"] = float("nan") if step == 77 else round(loss, 6)
+        if step % 10 == 9:
+            rec["valid_loss"] = round(loss * 1.04 + rng.normal(0, 0.002), 6)
+            rec["valid_auc"] = round(0.5 + 0.405 * (1 - math.exp(-0.045 * step)) + rng.normal(0, 0.0015), 6)
+        lines.append(json.dumps(rec))  # NaN is written as a bare NaN, as Python's json does
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -356,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for project in EXPERIMENTS:
+    for project in (*EXPERIMENTS, *OTHER_PROJECTS):
         if (out / project).exists():
             shutil.rmtree(out / project)
     with pinned_tensorboardx() as clock:
@@ -366,6 +665,9 @@ def main(argv: list[str] | None = None) -> int:
                     stamp = _real_time.strftime("%Y-%m-%d_%H-%M-%S",
                                                 _real_time.strptime(cfg["start"], "%Y-%m-%d %H:%M:%S"))
                     write_run(clock, out / project / model / stamp, project, model, cfg)
+    write_visualdl(out)
+    write_mlflow(out)
+    write_tabular(out)
     files = sorted(p for p in out.rglob("*") if p.is_file())
     size = sum(p.stat().st_size for p in files)
     print(f"wrote {len(files)} files, {size / 1024:.1f} KiB, to {out}")

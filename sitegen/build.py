@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pyarrow.compute as pc
 
-from . import compare, executors, manifest, publish, render, summary
+from . import compare, executors, manifest, publish, remote, render, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -200,7 +200,7 @@ def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler
 
 
 def build(
-    archive: Path, out: Path, *, config: Config, verify: bool = True, cache: Path | None = None,
+    archive: Path | str, out: Path, *, config: Config, verify: bool = True, cache: Path | str | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
     progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
 ) -> BuildResult:
@@ -215,7 +215,15 @@ def build(
 
     ``cache``: the decode cache folder (default :func:`sitegen.store.default_cache_dir`);
     ``use_cache=False`` decodes everything again and writes no cache.
+
+    ``archive`` and ``cache`` may be URLs (``s3://bucket/logs``, see :mod:`sitegen.remote`): the
+    archive is mirrored into a local folder first; a URL cache is pulled before the build and
+    its changed entries pushed after it. ``executor="dask"`` decodes on a Dask cluster
+    (``scheduler``: its address; None: a local cluster of ``jobs`` workers), see
+    :mod:`sitegen.executors`.
     """
+    loc = remote.localize(archive, cache, use_cache=use_cache)
+    archive, cache = loc.archive, loc.cache
     cache = (cache or default_cache_dir()) if use_cache else None
     store = Store(cache)
     problems: list[Problem] = []
@@ -230,8 +238,12 @@ def build(
     options = read_options(config, verify=verify)
     assets = render.assets(config.language, store)
     size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
-    workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
-    job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs), problems) for f in fams]
+    if executor == "local":
+        workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
+    else:
+        workers = jobs  # the size of the local cluster when no scheduler is given (0: one per core)
+    scan_problems = list(problems)  # a snapshot: workers get a copy, the list grows below
+    job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs), scan_problems) for f in fams]
     keys = [summary.run_key(j) for j in job_list]
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
@@ -245,7 +257,7 @@ def build(
                 results[i] = _reuse(store, key, stage)
         todo = [i for i, r in enumerate(results) if r is None]
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
-        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) > 1 else 1, executor=executor, scheduler=scheduler)
+        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) > 1 or executor != "local" else 1, executor=executor, scheduler=scheduler)
         for i, result in zip(todo, results_iter):
             pages = sorted(rel for rel in result.files if not (rel.endswith(".gz") and rel[:-3] in result.files))
             for rel in pages:
@@ -277,6 +289,7 @@ def build(
             source_date_epoch=source_date_epoch, hasher=store.sha256, runs=run_keys,
         ))
         stage.commit()
+    loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
 
 

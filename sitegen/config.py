@@ -58,6 +58,12 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
+class ExecutorConfig:
+    kind: str = "local"  # "local" (this machine) or "dask" (a Dask cluster)
+    scheduler: str = ""  # Dask scheduler address, e.g. "tcp://10.0.0.5:8786"; empty: a local cluster
+
+
+@dataclass(frozen=True)
 class Config:
     title: str = "Training runs"
     language: str = "en"
@@ -67,6 +73,7 @@ class Config:
     charts: ChartsConfig = field(default_factory=ChartsConfig)
     formats: FormatsConfig = field(default_factory=FormatsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def tag_selected(self, tag: str) -> bool:
         if self.tags.include and not any(re.search(p, tag) for p in self.tags.include):
@@ -112,6 +119,10 @@ def _check(cfg: Config, errors: list[str]) -> None:
                 re.compile(pattern)
             except re.error as exc:
                 errors.append(f"tags.{key}: bad regex {pattern!r}: {exc}")
+    if cfg.executor.kind not in ("local", "dask"):
+        errors.append(f'executor.kind: must be "local" or "dask", got {cfg.executor.kind!r}')
+    if cfg.executor.scheduler and cfg.executor.kind != "dask":
+        errors.append('executor.scheduler: needs kind = "dask"')
     for key in ("max_image_bytes", "max_text_chars", "max_images_per_tag"):
         if getattr(cfg.limits, key) <= 0:
             errors.append(f"limits.{key}: must be positive")

@@ -105,6 +105,7 @@ def _env(language: str = "en") -> jinja2.Environment:
     )
     env.filters.update(time=fmt_time, duration=fmt_duration, value=fmt_value, sortv=sort_key, size=fmt_size)
     env.globals["t"] = translator(language)
+    env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
 
 

@@ -65,7 +65,7 @@ def run_key(job: Any) -> str:
                 files.append([str(f), -1, -1])
         fam.append([s.name, s.format, str(s.directory), s.parent, files])
     doc = [
-        code_fingerprint(), _plain(asdict(job.config)), _plain(asdict(job.options)), job.urls,
+        code_fingerprint(), _page_config(job.config), _plain(asdict(job.options)), job.urls,
         sorted(str(d) for d in job.nested_dirs), fam,
         _folder_listing(job.family[0].directory, job.nested_dirs),
     ]
@@ -74,8 +74,15 @@ def run_key(job: Any) -> str:
 
 def group_key(slug: str, member_keys: list[str], config: Any) -> str:
     """A comparison page depends on the code, the config and exactly its runs' inputs."""
-    doc = [code_fingerprint(), _plain(asdict(config)), slug, member_keys]
+    doc = [code_fingerprint(), _page_config(config), slug, member_keys]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _page_config(config: Any) -> Any:
+    """The config as far as pages depend on it: where the work runs (executor) does not count."""
+    doc = _plain(asdict(config))
+    doc.pop("executor", None)
+    return doc
 
 
 def _plain(v: Any) -> Any:

@@ -590,8 +590,9 @@ def parse_metric_bytes(data: bytes, path: str) -> tuple[np.ndarray, np.ndarray, 
 # --------------------------------------------------------------------------------------------
 
 
-def _read_tree(root: Path, problems: list[Problem]) -> dict[str, str]:
-    """``key -> raw file contents`` of a params/ or tags/ folder (keys with "/" are folders)."""
+def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | None = None) -> dict[str, str]:
+    """``key -> raw file contents`` of a params/ or tags/ folder (keys with "/" are folders);
+    every file read is added to ``files`` (the manifest then covers it)."""
     out: dict[str, str] = {}
     if not root.is_dir():
         return out
@@ -607,6 +608,8 @@ def _read_tree(root: Path, problems: list[Problem]) -> dict[str, str]:
         except OSError as exc:
             problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
             continue
+        if files is not None:
+            files.append(SourceFile(path, len(data), len(data)))
         try:
             out[key] = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -698,7 +701,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     ``tag:<key>`` per run tag. ``RunData.hparams`` holds the params as the raw strings mlflow
     stored (never converted to numbers: "0.10" and "0.1" stay different). Scalars: metric keys
     sorted, each key's lines in file order; wall_time is the timestamp in seconds.
-    ``RunData.files``: the run's meta.yaml, then the metric files.
+    ``RunData.files``: the run's meta.yaml, the experiment's meta.yaml, the tag and param files,
+    then the metric files (every file the run's page was made from).
     """
     run = RunData(name=source.name, format=FORMAT)
     run_dir = Path(source.directory)
@@ -712,8 +716,13 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     except OSError:
         pass
     exp_meta = _read_meta(exp_dir / META, problems)
-    tags = _read_tree(run_dir / "tags", problems)
-    run.hparams = dict(_read_tree(run_dir / "params", problems))
+    try:
+        size = (exp_dir / META).stat().st_size
+        run.files.append(SourceFile(exp_dir / META, size, size))
+    except OSError:
+        pass
+    tags = _read_tree(run_dir / "tags", problems, run.files)
+    run.hparams = dict(_read_tree(run_dir / "params", problems, run.files))
 
     run_id = meta.get("run_id") or meta.get("run_uuid") or run_dir.name
     title = meta.get("run_name") or tags.get("mlflow.runName") or meta.get("name") or run_id

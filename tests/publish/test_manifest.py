@@ -37,8 +37,11 @@ def test_same_source_date_epoch_gives_byte_identical_sites(tmp_path, cache_dir):
     assert set(doc["files"]) == set(a) - {"manifest.json", "manifest.json.gz"}
     for rel, entry in doc["files"].items():
         assert entry["size"] == len(a[rel])
-    sources = sorted(p.relative_to(EXAMPLE).as_posix() for p in EXAMPLE.rglob("*") if p.is_file())
-    assert sorted(doc["sources"]) == sources
+    files = {p.relative_to(EXAMPLE).as_posix() for p in EXAMPLE.rglob("*") if p.is_file()}
+    # every file a page was made from; MLflow artifacts are listed on their run's page with their
+    # own SHA-256, and an experiment without runs is read by no run
+    read = {f for f in files if "/artifacts/" not in f and not f.endswith("mlruns/0/meta.yaml")}
+    assert read <= set(doc["sources"]) <= files
     for rel, entry in doc["sources"].items():
         size = (EXAMPLE / rel).stat().st_size
         assert entry["size"] == size and entry["decoded"] == [0, size]
