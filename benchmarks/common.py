@@ -533,8 +533,23 @@ def write_doc() -> None:
     # the verdicts go right after the machine section
     at = next(i for i, line in enumerate(L) if line.startswith("## ") and i > L.index("## Machine"))
     L = L[:at] + out + L[at:]
+    L += _other_results()
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text("\n".join(L).rstrip() + "\n")
+
+
+def _other_results() -> list[str]:
+    """The output of the other benchmark scripts (VisualDL, index, Dask), as they printed it."""
+    folder = HERE / "results"
+    files = sorted(folder.glob("*.txt")) if folder.is_dir() else []
+    if not files:
+        return []
+    L = ["## Other benchmarks", "",
+         "Printed by `benchmarks/bench_visualdl.py`, `benchmarks/bench_index.py --runs 10000` and "
+         "`benchmarks/bench_dask.py --quick` (`benchmarks/run_all.sh` keeps their output in `benchmarks/results/`).", ""]
+    for f in files:
+        L += [f"### {f.stem}", "", "```text", f.read_text().rstrip(), "```", ""]
+    return L
 
 
 def _readers_section(rd: dict, checks: list[list]) -> list[str]:

@@ -55,28 +55,6 @@ def safe_relpath(rel: str) -> PurePosixPath:
     return p
 
 
-def with_gzip_twins(files: dict[str, bytes], *, previous: Path | None = None) -> dict[str, bytes]:
-    """``files`` plus a deterministic ``.gz`` twin for every large text file that has none yet.
-
-    Compressing is the costliest part of writing a site, so a twin whose original is unchanged
-    since the ``previous`` build (same path, same SHA-256 in its manifest) is taken from there.
-    """
-    old = _previous_hashes(previous)
-    out = dict(files)
-    for rel, data in files.items():
-        if rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and rel + ".gz" not in files:
-            twin = None
-            if previous is not None and rel in old and rel + ".gz" in old and old[rel] == hashlib.sha256(data).hexdigest():
-                try:
-                    twin = (previous / safe_relpath(rel + ".gz")).read_bytes()
-                except OSError:
-                    twin = None
-                if twin is not None and hashlib.sha256(twin).hexdigest() != old[rel + ".gz"]:
-                    twin = None
-            out[rel + ".gz"] = twin if twin is not None else gzip_twin(data)
-    return out
-
-
 def needs_twin(rel: str, data: bytes) -> bool:
     return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
 
@@ -118,36 +96,6 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def write_tree(files: dict[str, bytes], root: Path) -> None:
-    """Write ``files`` below ``root`` (which must not exist yet), with .gz twins, durably."""
-    files = with_gzip_twins(files)
-    root.mkdir(parents=True)
-    resolved = root.resolve()
-    dirs = {root}
-    for rel in sorted(files):
-        target = root / safe_relpath(rel)
-        if not target.resolve().is_relative_to(resolved):
-            raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
-        if target.parent not in dirs:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            dirs.add(target.parent)
-        _write_file(target, files[rel])
-    for rel in files:  # a twin carries its original's mtime
-        if rel.endswith(".gz") and rel[:-3] in files:
-            st = (root / rel[:-3]).stat()
-            os.utime(root / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
-    # one sync for the whole tree (a per-file fsync cost seconds on large sites) before the
-    # switch can make it live
-    os.sync()
-
-
-def tree_hash(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for rel in sorted(files):
-        h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + hashlib.sha256(files[rel]).digest())
-    return h.hexdigest()
 
 
 def builds_dir(out: Path) -> Path:
@@ -399,29 +347,9 @@ def publish(files: dict[str, bytes], out: Path, *, keep: int = 3) -> Path:
     Returns the build folder ``out`` now points at. ``keep`` builds (including the new one) are
     kept for rollback (``ln -sfn .<out>.builds/<older> <out>``); older ones are removed.
     """
-    if keep < 1:
-        raise UsageError(f"keep must be at least 1, got {keep}")
-    out = Path(out)
-    if not out.name or out.name in (".", ".."):
-        raise UsageError(f"{out}: not a usable output path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _check_out(out)
-    folder = builds_dir(out)
-    folder.mkdir(exist_ok=True)
-    staging = folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        write_tree(files, staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    digest = tree_hash(files)[:12]
-    with _locked(folder):
-        existing = list_builds(out)
-        seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
-        final = folder / f"{seq:06d}-{digest}"
-        os.rename(staging, final)
-        _fsync_dir(folder)
-        _switch(out, final)
-        _prune(out, keep)
-    log.info("published %s -> %s", out, final.name)
-    return final
+    with Staging(Path(out), keep=keep) as stage:
+        for rel in sorted(files):
+            if rel.endswith(".gz") and rel[:-3] in files:
+                continue  # written with its original
+            stage.write(rel, files[rel], twin=files.get(rel + ".gz"))
+        return stage.commit()

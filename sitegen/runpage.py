@@ -42,6 +42,8 @@ def _thin(items: list, n: int) -> list:
     items = sorted(items, key=lambda t: t[0])
     if len(items) <= n:
         return items
+    if n <= 1:
+        return items[-1:]
     idx = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
     return [items[i] for i in idx]
 
@@ -91,9 +93,20 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     images: dict[str, list] = {}
     audio: dict[str, list] = {}
     texts: dict[str, list] = {}
+    by_tag: dict[str, list] = {}
     for d in data:
         for im in d.images:
-            images.setdefault(im.tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
+            by_tag.setdefault(im.tag, []).append((im.step, im, d))
+    limit = config.limits.max_images_per_tag
+    extra: list[Problem] = []
+    for tag, items in by_tag.items():
+        if len(items) > limit:  # evenly spread, first and last kept; the page says so
+            where = items[0][2].files[0].path if items[0][2].files else run.name
+            extra.append(Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)"))
+            items = _thin(items, limit)
+        for _, im, _ in items:
+            images.setdefault(tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
+    for d in data:
         for au in d.audio:
             audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
         for tx in d.texts:
@@ -118,7 +131,8 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     env_info = envinfo.environment(data, directory)
     notes = envinfo.notes(directory)
     artifacts = envinfo.artifacts(data, directory, sub_dirs, other_dirs)
-    run_problems = [p for p in problems if any(p.path == str(f.path) for d in data for f in d.files)]
+    paths = {str(f.path) for d in data for f in d.files}
+    run_problems = [p for p in problems if p.path in paths] + extra
     metric_values = {}
     for m in run.data.hparam_metrics:
         for ln in run.lines:

@@ -166,6 +166,10 @@ def mlflow_copy(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("DO_NOT_TRACK", "true")
     copy = tmp_path / "elsewhere" / "mlruns"
     shutil.copytree(EXAMPLE / MLFLOW_STORE, copy)
+    # git keeps no empty folders, and MLflow refuses a run without its (empty) artifacts folder
+    for meta in copy.glob("*/*/meta.yaml"):
+        (meta.parent / "artifacts").mkdir(exist_ok=True)
+    (copy / ".trash").mkdir(exist_ok=True)
     return copy
 
 

@@ -249,7 +249,12 @@ def test_every_value_matches_the_client(store, read_all):
                 assert table["wall_time"][i] == h.timestamp / 1000
                 assert same(table["value"][i], h.value), (key, table["value"][i], h.value)
                 checked_points += 1
-        assert [f.path for f in run.files] == [source.directory / "meta.yaml", *source.files]
+        # meta.yaml of the run and of its experiment, the tag and param files, then the metrics
+        paths = [f.path for f in run.files]
+        assert paths[:2] == [source.directory / "meta.yaml", source.directory.parent / "meta.yaml"]
+        metrics = [p for p in paths if "/metrics/" in p.as_posix()]
+        assert metrics == list(source.files) and paths[len(paths) - len(metrics):] == metrics
+        assert all(p.parent.relative_to(source.directory).parts[0] in ("tags", "params") for p in paths[2:len(paths) - len(metrics)])
         for f in run.files:
             assert f.size == f.path.stat().st_size == f.decoded_bytes
     assert checked_points > 3000
@@ -396,7 +401,7 @@ def test_bad_line_in_the_middle(one_run):
     offsets = sorted(p.offset for p in run.problems)
     assert offsets == [len(b"".join(lines[:2])), len(data) + len(bad), len(data) + len(bad) + len(b"\xff\xfe 1 2\n")]
     assert all(p.path == str(path) and p.kind == "bad-record" for p in run.problems)
-    assert run.files[1].decoded_bytes == len(damaged)
+    assert _metric_file(run).decoded_bytes == len(damaged)
 
 
 def test_truncated_last_line(one_run):
@@ -406,13 +411,13 @@ def test_truncated_last_line(one_run):
     run = read_one(one_run)
     assert loss_of(run) == expected(one_run["history"])
     assert [(p.kind, p.offset, p.path) for p in run.problems] == [("truncated", len(data), str(path))]
-    assert run.files[1].decoded_bytes == len(data) and run.files[1].size == len(data) + 18
+    assert _metric_file(run).decoded_bytes == len(data) and _metric_file(run).size == len(data) + 18
     # a complete line that only lacks its newline is read
     path.write_bytes(data + b"1700000000123 0.12 9")
     run = read_one(one_run)
     assert run.problems == []
     assert loss_of(run)[-1] == (9, 1700000000.123, 0.12)
-    assert run.files[1].decoded_bytes == len(data) + 20
+    assert _metric_file(run).decoded_bytes == len(data) + 20
 
 
 @pytest.mark.parametrize(
@@ -518,3 +523,9 @@ def test_large_artifacts_are_listed_without_hash(one_run, monkeypatch):
         ("artifacts/big.txt", 200, ""),
         ("artifacts/deep/er/small.txt", 50, hashlib.sha256(b"y" * 50).hexdigest()),
     ]
+
+
+def _metric_file(run):
+    """The one metric file of a run read in the damage tests."""
+    (f,) = [f for f in run.files if "/metrics/" in f.path.as_posix()]
+    return f

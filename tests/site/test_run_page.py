@@ -77,3 +77,25 @@ def test_image_step_slider_shows_every_image(page, example_site: Path):
         assert fig.locator(".pos").inner_text() == f"{i + 1} / {n}"
     assert len(srcs) == n
     assert page.log.errors == [], page.log.errors
+
+
+def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
+    import numpy as np
+    from tensorboardX import SummaryWriter
+
+    from sitegen.build import build
+    from sitegen.config import Config, LimitsConfig
+
+    w = SummaryWriter(str(tmp_path / "arch" / "run"))
+    for step in range(7):
+        w.add_image("samples", np.full((3, 4, 4), step * 30, dtype=np.uint8), step)
+    w.close()
+    out = tmp_path / "site"
+    build(tmp_path / "arch", out, config=Config(limits=LimitsConfig(max_images_per_tag=3)), use_cache=False)
+    (page,) = (out / "runs").glob("*/index.html")
+    html = page.read_text("utf-8")
+    data = (page.parent / "data.js").read_text("utf-8")
+    payload = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))
+    assert [im["step"] for im in payload["images"][0]] == [0, 3, 6]  # spread, first and last kept
+    assert "7 images, 3 shown" in html
+    assert len(list(page.parent.glob("media/*.png"))) == 3
