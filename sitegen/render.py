@@ -14,6 +14,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -130,13 +131,24 @@ class Assets:
     urls: dict[str, str]  # logical name -> path from the site root
 
 
+def _specs(language: str, store: Store | None) -> bytes:
+    """The chart templates' script; built with altair only when the store has no copy for this
+    version of the templates, the catalog and altair (importing altair costs ~0.5 s)."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256((Path(__file__).parent / "specs.py").read_bytes())
+    h.update(json.dumps(js_messages(language), sort_keys=True).encode() + version("altair").encode())
+    make = lambda: js_data("SITEGEN_SPECS", charts.templates(language))  # noqa: E731
+    return (store or Store(None)).blob(f"specs-{language}-{h.hexdigest()[:16]}.js", make)
+
+
 def _assets(language: str = "en", store: Store | None = None) -> Assets:
     static = templates_dir() / "static"
     files: dict[str, bytes] = {}
     urls: dict[str, str] = {}
     items = {
         "vega.js": vega.bundle(store),
-        "specs.js": js_data("SITEGEN_SPECS", charts.templates(language)),
+        "specs.js": _specs(language, store),
         "messages.js": js_data("SITEGEN_MSG", js_messages(language)),
         "site.js": (static / "site.js").read_bytes(),
         "site.css": (static / "site.css").read_bytes(),
