@@ -26,6 +26,7 @@ from .store import Store, default_cache_dir
 
 log = logging.getLogger(__name__)
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
+MIN_PARALLEL_RUNS = 8  # likewise for a rebuild that draws only a few changed runs
 
 
 @dataclass
@@ -257,7 +258,7 @@ def build(
                 results[i] = _reuse(store, key, stage)
         todo = [i for i, r in enumerate(results) if r is None]
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
-        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) > 1 or executor != "local" else 1, executor=executor, scheduler=scheduler)
+        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1, executor=executor, scheduler=scheduler)
         for i, result in zip(todo, results_iter):
             pages = sorted(rel for rel in result.files if not (rel.endswith(".gz") and rel[:-3] in result.files))
             for rel in pages:

@@ -19,6 +19,7 @@ results are recomputed — changes nothing.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -38,6 +39,9 @@ EXECUTORS = ("local", "dask")
 DASK_CHUNK_MAX = 16
 #: Chunks in flight per worker: enough to keep each worker busy while results travel back.
 DASK_INFLIGHT_PER_WORKER = 3
+#: Local chunks: at most this many runs each, at most this many chunks in flight per worker.
+LOCAL_CHUNK_MAX = 4
+LOCAL_INFLIGHT_PER_WORKER = 3
 
 
 def _process_many(jobs: list[Job], fn: Callable[[Job], RunResult] | None = None) -> list[RunResult]:
@@ -74,13 +78,24 @@ def map_jobs(
 
 
 def _map_local(jobs: list[Job], workers: int, fn: Callable | None) -> Iterator[RunResult]:
+    """Small chunks with a bounded number in flight: a result holds a run's whole page, so
+    letting finished chunks pile up would make memory grow with the archive."""
     if workers <= 1 or len(jobs) < 2:
         for j in jobs:
             yield from _process_many([j], fn)
         return
-    chunks = _chunks(jobs, workers * 8)
+    chunks = _chunks(jobs, max(workers * 8, len(jobs) // LOCAL_CHUNK_MAX + 1))
+    window = workers * LOCAL_INFLIGHT_PER_WORKER
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=mp.get_context("spawn")) as pool:
-        for part in pool.map(_process_many, chunks, [fn] * len(chunks)):
+        pending: collections.deque = collections.deque()
+        it = iter(chunks)
+        for chunk in itertools.islice(it, window):
+            pending.append(pool.submit(_process_many, chunk, fn))
+        while pending:
+            part = pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(_process_many, nxt, fn))
             yield from part
 
 
