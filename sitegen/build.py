@@ -125,12 +125,6 @@ def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: 
     )
 
 
-def assemble(sources: list[RunSource], datas: list[RunData], config: Config) -> list[SiteRun]:
-    """Group sub-runs under their parents and prepare every chart line (whole-archive form)."""
-    by_name = {d.name: d for d in datas}
-    return [assemble_one(f[0], by_name[f[0].name], [by_name[s.name] for s in f[1:]], config) for f in families(sources)]
-
-
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
     """Each top-level run followed by its sub-runs, in name order."""
     children: dict[str, list[RunSource]] = {}

@@ -9,7 +9,6 @@ are drawn as red rules, never dropped.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -20,10 +19,6 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
     from .specs import templates as build
 
     return build(language)
-
-
-def json_number(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def nonfinite_kind(values: np.ndarray) -> list[str]:

@@ -23,7 +23,7 @@ from markdown_it import MarkdownIt
 from . import __version__, charts, compare, vega
 from .config import Config
 from .errors import Problem
-from .hparams import lower_is_better, run_hparams, text_value
+from .hparams import lower_is_better, text_value
 from .i18n import js_messages, translator
 from .model import HParamValue, SiteRun
 from .resources import templates_dir
@@ -224,18 +224,6 @@ def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: 
         if g.slug not in skip:
             files.update(_compare_page(env, g, runs, hps, config, assets, common))
     files.update(_index(env, runs, hps, groups, config, assets, common, problems))
-    return files
-
-
-def render_site(runs: list[SiteRun], config: Config, problems: list[Problem], *, store: Store | None = None) -> dict[str, bytes]:
-    """The whole site in memory (small archives and tests; ``build`` streams instead)."""
-    site_assets = _assets(config.language, store)
-    files = dict(site_assets.files)
-    hps = [run_hparams([r.data, *r.sub_runs]) for r in runs]
-    run_dirs = frozenset(r.directory.resolve() for r in runs if r.directory is not None)
-    for run, hp in zip(runs, hps):
-        files.update(run_files(run, hp, config, site_assets.urls, problems, run_dirs))
-    files.update(cross_files(runs, hps, config, site_assets, problems))
     return files
 
 
