@@ -31,7 +31,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from sitegen.read.tfrecord import masked_crc32c  # noqa: E402
+from sitegen.read.protowire import encode_varint  # noqa: E402
+from sitegen.read.tfrecord import frame, masked_crc32c  # noqa: E402
 
 CACHE = HERE / ".cache" / "bench"
 RESULTS = CACHE / "results"
@@ -69,28 +70,6 @@ def file_value(tag_index: int, step):
 # --------------------------------------------------------------------------- writers
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _frame(payload: bytes, len_crc: dict[int, bytes]) -> bytes:
-    n = len(payload)
-    head = len_crc.get(n)
-    if head is None:
-        lb = struct.pack("<Q", n)
-        head = len_crc[n] = lb + struct.pack("<I", masked_crc32c(lb))
-    return head + payload + struct.pack("<I", masked_crc32c(payload))
-
-
 def tbx_file_name(wall: float, host: str | None = None) -> str:
     """tensorboardX's name: ``events.out.tfevents.<first 10 chars of str(time)>.<hostname>``."""
     return f"events.out.tfevents.{str(wall)[:10]}.{host or socket.gethostname()}"
@@ -103,14 +82,13 @@ def write_events(path: Path, tags: list[str], steps, values, walls, *, file_wall
     ``values[t]``/``walls[t]`` are sequences per tag (float32-representable values, float walls).
     Returns the number of records written.
     """
-    len_crc: dict[int, bytes] = {}
     pack_d, pack_f = struct.Struct("<d").pack, struct.Struct("<f").pack
-    tag_fields = [b"\x0a" + _varint(len(t.encode())) + t.encode() for t in tags]
+    tag_fields = [b"\x0a" + encode_varint(len(t.encode())) + t.encode() for t in tags]
     step_fields: dict[int, bytes] = {}
     n = 0
     with open(path, "wb", buffering=1 << 22) as f:
         first = b"\x09" + pack_d(file_wall) + b"\x1a\x0dbrain.Event:2"
-        f.write(_frame(first, len_crc))
+        f.write(frame(first))
         n += 1
         chunk: list[bytes] = []
         vals = [list(map(float, v)) for v in values]
@@ -118,16 +96,16 @@ def write_events(path: Path, tags: list[str], steps, values, walls, *, file_wall
         for i, step in enumerate(map(int, steps)):
             sf = step_fields.get(step)
             if sf is None:
-                sf = b"\x10" + _varint(step) if step else b""
+                sf = b"\x10" + encode_varint(step) if step else b""
                 if len(step_fields) < 4096:
                     step_fields[step] = sf
             for k, tf in enumerate(tag_fields):
                 v = vals[k][i]
                 value = tf + b"\x15" + pack_f(v)  # simple_value is in a oneof: 0.0 is written too
-                summ = b"\x0a" + _varint(len(value)) + value
+                summ = b"\x0a" + encode_varint(len(value)) + value
                 w = wls[k][i]
-                payload = (b"\x09" + pack_d(w) if w != 0.0 else b"") + sf + b"\x2a" + _varint(len(summ)) + summ
-                chunk.append(_frame(payload, len_crc))
+                payload = (b"\x09" + pack_d(w) if w != 0.0 else b"") + sf + b"\x2a" + encode_varint(len(summ)) + summ
+                chunk.append(frame(payload))
             n += len(tags)
             if len(chunk) >= 65536:
                 f.write(b"".join(chunk))

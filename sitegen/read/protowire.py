@@ -73,6 +73,19 @@ def iter_fields(buf: memoryview | bytes) -> Iterator[tuple[int, int, int | memor
         yield field, wt, value
 
 
+def encode_varint(n: int) -> bytes:
+    """The varint bytes of ``n`` (negative numbers as their 64-bit two's complement, 10 bytes).
+    The writer-side inverse of :func:`read_varint`, for tests and benchmark inputs."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def f32(raw: int) -> float:
     return struct.unpack("<f", struct.pack("<I", raw))[0]
 

@@ -134,8 +134,7 @@ def _histogram_rows(buf: memoryview) -> tuple[np.ndarray, np.ndarray, np.ndarray
         return np.array([lo]), np.array([hi]), np.array([0.0])
     first, last = nonzero[0], nonzero[-1]
     right = np.array(limits[first : last + 1], dtype=np.float64)
-    left = np.concatenate([[lo], right[:-1]]) if first == 0 else np.concatenate([[limits[first - 1]], right[:-1]])
-    left[0] = lo
+    left = np.concatenate([[lo], right[:-1]])  # like TensorBoard: the outer edges are min and max
     right[-1] = hi
     return left, right, np.array(counts[first : last + 1], dtype=np.float64)
 

@@ -39,6 +39,13 @@ def masked_crc32c(data: bytes | memoryview) -> int:
     return mask(crc32c(data))
 
 
+def frame(payload: bytes) -> bytes:
+    """One TFRecord record around ``payload``: the writer-side inverse of :func:`iter_records`
+    (tests and benchmarks use it to lay out records byte for byte as writers do)."""
+    head = struct.pack("<Q", len(payload))
+    return head + struct.pack("<I", masked_crc32c(head)) + payload + struct.pack("<I", masked_crc32c(payload))
+
+
 @dataclass
 class Framing:
     """What the walk found besides the records themselves."""

@@ -12,7 +12,8 @@ import numpy as np
 
 from sitegen.model import ReadOptions
 from sitegen.read import tfevents, visualdl
-from sitegen.read.tfrecord import masked_crc32c
+from sitegen.read.protowire import encode_varint
+from sitegen.read.tfrecord import frame
 
 
 def small_png() -> bytes:
@@ -85,8 +86,7 @@ def vdl_offsets(data: bytes) -> list[tuple[int, int]]:
 
 
 def tf_record(payload: bytes) -> bytes:
-    n = struct.pack("<Q", len(payload))
-    return n + struct.pack("<I", masked_crc32c(n)) + payload + struct.pack("<I", masked_crc32c(payload))
+    return frame(payload)
 
 
 # ---- what a decode keeps, in a comparable form --------------------------------------------------
@@ -152,20 +152,10 @@ def per_record_items(data: bytes, offsets: list[tuple[int, int]], decode, tmp: P
 
 def tf_scalar_payload(tag: str, step: int, value: float, wall: float) -> bytes:
     """An Event{wall_time, step, summary{value{tag, simple_value}}} built by hand."""
-    def varint(n: int) -> bytes:
-        n &= (1 << 64) - 1
-        out = bytearray()
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            out.append(b | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-
     t = tag.encode()
-    val = b"\x0a" + varint(len(t)) + t + b"\x15" + struct.pack("<f", value)
-    summ = b"\x0a" + varint(len(val)) + val
-    return b"\x09" + struct.pack("<d", wall) + (b"\x10" + varint(step) if step else b"") + b"\x2a" + varint(len(summ)) + summ
+    val = b"\x0a" + encode_varint(len(t)) + t + b"\x15" + struct.pack("<f", value)
+    summ = b"\x0a" + encode_varint(len(val)) + val
+    return b"\x09" + struct.pack("<d", wall) + (b"\x10" + encode_varint(step) if step else b"") + b"\x2a" + encode_varint(len(summ)) + summ
 
 
 def tf_file(records: list[tuple[str, int, float, float]]) -> bytes:

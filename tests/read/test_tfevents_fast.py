@@ -24,6 +24,7 @@ from tensorboardX import SummaryWriter
 from sitegen.read import _fastframe as ff
 from sitegen.read import tfevents_fast
 from sitegen.read.tfevents_fast import decode_scalars
+from sitegen.read import tfrecord
 from sitegen.read.tfrecord import Framing, iter_records, masked_crc32c
 
 Event = event_pb2.Event
@@ -75,11 +76,7 @@ def write_tb(d: Path, events: list[Event]) -> bytes:
 
 
 def frame(payloads: list[bytes]) -> bytes:
-    out = bytearray()
-    for p in payloads:
-        ln = struct.pack("<Q", len(p))
-        out += ln + struct.pack("<I", masked_crc32c(ln)) + p + struct.pack("<I", masked_crc32c(p))
-    return bytes(out)
+    return b"".join(tfrecord.frame(p) for p in payloads)
 
 
 # -- the oracle -----------------------------------------------------------------------------------

@@ -10,39 +10,22 @@ import random
 import struct
 from pathlib import Path
 
-from sitegen.read.tfrecord import masked_crc32c
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+from sitegen.read.protowire import encode_varint
+from sitegen.read.tfrecord import frame
 
 
 def _bytes_field(num: int, data: bytes) -> bytes:
-    return _varint(num << 3 | 2) + _varint(len(data)) + data
-
-
-def _frame(payload: bytes) -> bytes:
-    n = struct.pack("<Q", len(payload))
-    return n + struct.pack("<I", masked_crc32c(n)) + payload + struct.pack("<I", masked_crc32c(payload))
+    return encode_varint(num << 3 | 2) + encode_varint(len(data)) + data
 
 
 def version_event(wall: float) -> bytes:
-    return _frame(b"\x09" + struct.pack("<d", wall) + _bytes_field(3, b"brain.Event:2"))
+    return frame(b"\x09" + struct.pack("<d", wall) + _bytes_field(3, b"brain.Event:2"))
 
 
 def scalar_event(tag: str, step: int, wall: float, value: float) -> bytes:
     v = _bytes_field(1, tag.encode("utf-8")) + b"\x15" + struct.pack("<f", value)
     summary = _bytes_field(1, v)
-    return _frame(b"\x09" + struct.pack("<d", wall) + b"\x10" + _varint(step) + _bytes_field(5, summary))
+    return frame(b"\x09" + struct.pack("<d", wall) + b"\x10" + encode_varint(step) + _bytes_field(5, summary))
 
 
 def text_event(tag: str, step: int, wall: float, text: str) -> bytes:
@@ -50,7 +33,7 @@ def text_event(tag: str, step: int, wall: float, text: str) -> bytes:
     plugin = _bytes_field(1, _bytes_field(1, b"text"))  # SummaryMetadata.plugin_data.plugin_name
     tensor = b"\x08\x07" + _bytes_field(8, text.encode("utf-8"))  # dtype DT_STRING, string_val
     v = _bytes_field(1, tag.encode("utf-8")) + _bytes_field(9, plugin) + _bytes_field(8, tensor)
-    return _frame(b"\x09" + struct.pack("<d", wall) + b"\x10" + _varint(step) + _bytes_field(5, _bytes_field(1, v)))
+    return frame(b"\x09" + struct.pack("<d", wall) + b"\x10" + encode_varint(step) + _bytes_field(5, _bytes_field(1, v)))
 
 
 def write_run(directory: Path, *, tags: list[str], steps: int, seed: int, start: float, config: str | None = None) -> Path:
