@@ -3,12 +3,15 @@
 Templates and data travel separately: templates in one shared script, rows in each page's
 data script.
 
-Rows are columnar dicts (``{"x": [...], "y": [...], ...}``) to keep pages small; JSON has no
-NaN, so non-finite values travel as ``null`` with a kind flag ``k`` ("nan", "+inf", "-inf") and
+Rows are columnar dicts (``{"x": ..., "y": ..., ...}``) to keep pages small and quick to
+write: numbers as compact binary or progressions (:func:`numbers`), labels run-length encoded.
+Non-finite values become ``null`` in the page with a kind flag ``k`` ("nan", "+inf", "-inf") and
 are drawn as red rules, never dropped.
 """
 from __future__ import annotations
 
+import base64
+import math
 from typing import Any
 
 import numpy as np
@@ -21,61 +24,100 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
     return build(language)
 
 
-def nonfinite_kind(values: np.ndarray) -> list[str]:
-    out = np.full(len(values), "", dtype=object)
-    out[np.isnan(values)] = "nan"
-    out[np.isposinf(values)] = "+inf"
-    out[np.isneginf(values)] = "-inf"
-    return out.tolist()
+KINDS = ("", "nan", "+inf", "-inf")  # the non-finite flag of a point, by code
 
 
-def run_length(values: list) -> dict[str, list]:
-    """``{"rl": [[value, count], ...]}``: labels and flags repeat for every point otherwise."""
+def _kind_codes(values: np.ndarray) -> np.ndarray:
+    codes = np.zeros(len(values), dtype=np.int8)
+    codes[np.isnan(values)] = 1
+    codes[np.isposinf(values)] = 2
+    codes[np.isneginf(values)] = 3
+    return codes
+
+
+def _runs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start index, length) of each run of equal values, vectorized."""
+    if len(codes) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+    return starts, np.diff(np.concatenate([starts, [len(codes)]]))
+
+
+def run_length(pairs: list[tuple[Any, int]]) -> dict[str, list]:
+    """``{"rl": [[value, count], ...]}`` from (value, count) pairs, neighbours merged: labels and
+    flags would otherwise repeat for every point."""
     out: list[list] = []
-    for v in values:
+    for v, n in pairs:
+        if n <= 0:
+            continue
         if out and out[-1][0] == v:
-            out[-1][1] += 1
+            out[-1][1] += n
         else:
-            out.append([v, 1])
+            out.append([v, n])
     return {"rl": out}
 
 
-def round_sig(values: np.ndarray, digits: int = 7) -> list:
-    """Values to ``digits`` significant digits (short JSON; f32 data holds ~7), None for non-finite.
-
-    Vectorized: values are rounded in groups of equal decimal exponent."""
-    v = np.asarray(values, dtype=np.float64)
-    finite = np.isfinite(v)
-    out = v.copy()
-    nz = finite & (v != 0)
-    if nz.any():
-        exp = np.zeros(len(v), dtype=np.int64)
-        exp[nz] = np.floor(np.log10(np.abs(v[nz]))).astype(np.int64)
-        for e in np.unique(exp[nz]).tolist():
-            sel = nz & (exp == e)
-            decimals = digits - 1 - e
-            r = np.round(v[sel], decimals) if -300 < decimals < 300 else v[sel]
-            out[sel] = np.where(np.isfinite(r), r, v[sel])
-    if finite.all():
-        return out.tolist()
-    return [x if f else None for x, f in zip(out.tolist(), finite.tolist())]
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(a.tobytes()).decode("ascii")
 
 
-def scalar_rows(series: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, Any]:
-    """Columnar rows for a scalar chart from (label, step, wall_time, value) per line; labels
-    and non-finite flags run-length encoded, values to 7 significant digits (the exact values
-    are in the page's stats table and the CSV/Parquet downloads)."""
-    cols: dict[str, list] = {"x": [], "y": [], "w": []}
-    labels: list[str] = []
-    kinds: list[str] = []
-    for label, step, wall, value in series:
-        cols["x"] += step.tolist()
-        cols["y"] += round_sig(value)
-        w = np.round(wall, 3)
-        cols["w"] += w.tolist() if np.isfinite(w).all() else [x if np.isfinite(x) else None for x in w.tolist()]
-        labels += [label] * len(step)
-        kinds += [""] * len(step) if np.isfinite(value).all() else nonfinite_kind(value)
-    return {**cols, "s": run_length(labels), "k": run_length(kinds)}
+MAX_SAFE_INT = 2**53  # integers a JavaScript number holds exactly
+
+
+def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
+    """A numeric column as page data, compact and cheap to write (JSON of many floats costs
+    ~20 ms per run page): integer progressions as ``{"ap": [first, [[delta, count], ...]]}``
+    (steps are nearly always one), other numbers as little-endian binary in base64,
+    ``{"f4": ...}`` when float32 holds every value exactly (TensorBoard scalars are float32)
+    or ``exact=False`` allows rounding, else ``{"f8": ...}``. NaN and infinities travel as
+    themselves; the page script turns them into ``null``. Decoded by :func:`decode_numbers`
+    and by ``expand`` in ``site.js``."""
+    v = np.asarray(values)
+    if len(v) == 0:
+        return []
+    if v.dtype.kind in "iub" and len(v) > 1:
+        iv = v.astype(np.int64)
+        if np.abs(iv).max() < MAX_SAFE_INT:
+            d = np.diff(iv)
+            starts, counts = _runs(d)
+            if len(starts) * 4 <= len(v):
+                return {"ap": [int(iv[0]), [[int(a), int(b)] for a, b in zip(d[starts].tolist(), counts.tolist())]]}
+    f = v.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f32 = f.astype("<f4")
+        fits = np.array_equal(f32.astype(np.float64), f, equal_nan=True)
+        if not fits and not exact:
+            finite = np.isfinite(f)
+            fits = bool(np.all(np.isfinite(f32[finite])))
+    return {"f4": _b64(f32)} if fits else {"f8": _b64(f.astype("<f8"))}
+
+
+def decode_numbers(col: Any) -> list:
+    """The values of a :func:`numbers` column as the page script sees them (None: non-finite)."""
+    if isinstance(col, list):
+        return col
+    if "ap" in col:
+        first, pieces = col["ap"]
+        d = np.repeat([p[0] for p in pieces], [p[1] for p in pieces]).astype(np.int64)
+        return (first + np.concatenate([[0], np.cumsum(d)])).tolist()
+    wide = "f8" in col
+    a = np.frombuffer(base64.b64decode(col["f8" if wide else "f4"]), "<f8" if wide else "<f4").astype(np.float64)
+    return [x if math.isfinite(x) else None for x in a.tolist()]
+
+
+def scalar_rows(series: list[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Columnar rows for a scalar chart from (label, step, value) per line: labels and
+    non-finite flags run-length encoded, steps and values as :func:`numbers` (exact; the
+    page's stats table and the CSV/Parquet downloads have the full records too)."""
+    if not series:
+        return {"x": [], "y": [], "s": {"rl": []}, "k": {"rl": []}}
+    step = np.concatenate([np.asarray(s, dtype=np.int64) for _, s, _ in series])
+    value = np.concatenate([np.asarray(v, dtype=np.float64) for _, _, v in series])
+    codes = _kind_codes(value)
+    starts, counts = _runs(codes)
+    kinds = run_length([(KINDS[c], n) for c, n in zip(codes[starts].tolist(), counts.tolist())])
+    labels = run_length([(label, len(s)) for label, s, _ in series])
+    return {"x": numbers(step), "y": numbers(value), "s": labels, "k": kinds}
 
 
 def histogram_rows(items: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, list]:

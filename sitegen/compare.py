@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .charts import round_sig
+from .charts import numbers
 from .downsample import downsample
 from .hparams import Table, comparison_table, lower_is_better, text_value
 from .model import HParamValue, SiteRun
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 BUDGET = 1_900_000  # bytes of page data (the tests hold pages under 2 MB)
 MAX_POINTS = 500
 MIN_POINTS = 24
-BYTES_PER_POINT = 26  # measured: "x", "t", "y" entries of a typical line
+BYTES_PER_POINT = 11  # base64 float32 "t" and "y" (5.3 bytes each); steps are progressions
 MAX_PARALLEL_AXES = 12
 MAX_PARALLEL_RUNS = 100  # Vega draws a line per run as its own sub-flow: past ~100 it crawls
 MAX_SCATTER = 8
@@ -83,10 +83,6 @@ def labels(group: Group) -> list[str]:
     return out
 
 
-def _round(values: np.ndarray, digits: int = 6) -> list:
-    return round_sig(values, digits)
-
-
 def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:
     s = ln.series
     thinned = s.thinned
@@ -94,9 +90,9 @@ def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:
     if len(step) > n_out:
         t = downsample(step, wall, value, n_out)
         step, wall, value, thinned = t.step, t.wall_time, t.value, True
-    rel = np.round(wall - start, 1)  # NaN wall times (CSV without a time column): no place on time axes
-    t = [None if not math.isfinite(v) else int(v) if v.is_integer() else v for v in rel.tolist()]
-    return {"x": step.tolist(), "t": t, "y": _round(value)}, thinned
+    # seconds since the run's start, float32 is plenty for a time axis; NaN wall times (CSV
+    # without a time column) have no place on time axes
+    return {"x": numbers(step), "t": numbers(wall - start, exact=False), "y": numbers(value)}, thinned
 
 
 def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET) -> dict[str, Any]:

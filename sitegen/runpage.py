@@ -67,7 +67,7 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     for ln in run.lines:
         by_tag.setdefault(ln.tag, []).append(ln)
     for tag, lines in by_tag.items():
-        rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.wall_time, ln.series.value) for ln in lines])
+        rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
         chart_data.append({"kind": "scalar", "rows": rows})
         groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "lines": lines})
     ordered = sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))

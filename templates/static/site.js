@@ -19,13 +19,40 @@
     return e;
   }
 
-  // a column may come run-length encoded as {rl: [[value, count], ...]} (labels, flags)
-  function expand(col) {
-    if (Array.isArray(col) || !col || !col.rl) return col;
-    var out = [];
-    col.rl.forEach(function (p) { for (var i = 0; i < p[1]; i++) out.push(p[0]); });
+  function base64Bytes(text) {
+    var bin = atob(text), out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
     return out;
   }
+
+  // columns come as plain arrays or compact (sitegen.charts.numbers): run-length encoded
+  // {rl: [[value, count], ...]} (labels, flags), integer progressions {ap: [first, [[delta,
+  // count], ...]]} (steps), little-endian float32/float64 in base64 {f4: ...} / {f8: ...}
+  // whose non-finite values become null (drawn from the flags instead)
+  function expand(col) {
+    if (Array.isArray(col) || !col) return col;
+    var out = [], i;
+    if (col.rl) {
+      col.rl.forEach(function (p) { for (i = 0; i < p[1]; i++) out.push(p[0]); });
+      return out;
+    }
+    if (col.ap) {
+      var x = col.ap[0];
+      out.push(x);
+      col.ap[1].forEach(function (p) { for (i = 0; i < p[1]; i++) { x += p[0]; out.push(x); } });
+      return out;
+    }
+    var wide = col.f8 !== undefined, raw = col.f8 !== undefined ? col.f8 : col.f4;
+    if (raw === undefined) return col;
+    var bytes = base64Bytes(raw), view = new DataView(bytes.buffer), size = wide ? 8 : 4;
+    out = new Array(bytes.length / size);
+    for (i = 0; i < out.length; i++) {
+      var v = wide ? view.getFloat64(i * 8, true) : view.getFloat32(i * 4, true);
+      out[i] = isFinite(v) ? v : null;
+    }
+    return out;
+  }
+  window.sitegenExpand = expand;  // for the browser tests: the same decoder the charts use
 
   function toRows(cols) {
     cols = Object.keys(cols).reduce(function (o, k) { o[k] = expand(cols[k]); return o; }, {});
@@ -173,6 +200,9 @@
 
   function initCompare(page) {
     var specs = window.SITEGEN_SPECS;
+    page.tags.forEach(function (tg) {
+      tg.lines.forEach(function (ln) { ln.x = expand(ln.x); ln.y = expand(ln.y); ln.t = expand(ln.t); });
+    });
     var state = { weight: 0.6, x: "step", y: "linear", runOn: page.runs.map(function (_, i) { return i >= page.runs.length - page.on; }) };
     var names = [];
     var seen = {};

@@ -67,3 +67,40 @@ def test_nan_is_visible_as_a_marker(page, example_site: Path):
         found = True
         break
     assert found, "no run page of the example shows a NaN marker"
+
+
+def test_page_script_decodes_chart_columns_like_python(page, example_site: Path):
+    """Every compact column (progressions, float32/float64 base64, run lengths) of the run and
+    comparison pages decodes in Chromium to what ``sitegen.charts.decode_numbers`` gives."""
+    import json
+    import math
+
+    from sitegen.charts import decode_numbers
+
+    def payload(data_js: Path) -> dict:
+        text = data_js.read_text("utf-8")
+        return json.loads(text[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))
+
+    def same(a: list, b: list) -> bool:
+        return len(a) == len(b) and all(x == y or (x is None and y is None) or
+                                        (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+                                        for x, y in zip(a, b))
+
+    kinds = set()
+    pages = [p.parent for p in _run_pages(example_site)] + [example_site / "compare" / "all"]
+    for folder in pages:
+        data = payload(folder / "data.js")
+        cols = []
+        if data.get("kind") == "compare":
+            cols = [ln[c] for tg in data["tags"] for ln in tg["lines"] for c in ("x", "y", "t")]
+        else:
+            cols = [ch["rows"][c] for ch in data["charts"] if ch["kind"] == "scalar" for c in ("x", "y")]
+        cols = [c for c in cols if isinstance(c, dict)]
+        if not cols:
+            continue
+        page.goto((folder / "index.html").as_uri())
+        got = page.evaluate("cols => cols.map(c => window.sitegenExpand(c))", cols)
+        for col, js in zip(cols, got):
+            kinds.update(col)
+            assert same(js, decode_numbers(col)), (folder, col)
+    assert {"ap", "f4"} <= kinds, kinds

@@ -10,6 +10,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from sitegen.charts import decode_numbers
+
 
 @pytest.fixture(scope="module")
 def rich_site(tmp_path_factory) -> Path:
@@ -56,7 +58,10 @@ def test_full_resolution_downloads(rich_site: Path):
     assert csv.num_rows == 3000
     data = (run / "data.js").read_text("utf-8")
     chart = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))["charts"][0]
-    assert 0 < len(chart["rows"]["x"]) < 3000  # the chart itself is thinned
+    xs, ys = decode_numbers(chart["rows"]["x"]), decode_numbers(chart["rows"]["y"])
+    assert 0 < len(xs) == len(ys) < 3000  # the chart itself is thinned
+    records = {(s, v) for s, v in zip(table.column("step").to_pylist(), table.column("value").to_pylist())}
+    assert all((x, y) in records for x, y in zip(xs, ys))  # every drawn point is a record, exactly
 
 
 def test_image_step_slider_shows_every_image(page, example_site: Path):
