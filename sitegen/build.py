@@ -240,6 +240,13 @@ def build(
     scan_problems = list(problems)  # a snapshot: workers get a copy, the list grows below
     job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs), scan_problems) for f in fams]
     keys = [summary.run_key(j) for j in job_list]
+    site_key = _site_key(keys, assets.urls, scan_problems, Path(archive), source_date_epoch)
+    same = _unchanged(Path(out), site_key)
+    if same is not None:  # the live build was made from exactly these inputs: nothing to do
+        step("unchanged", 4, 4)
+        publish.tidy(Path(out), keep)
+        loc.push()
+        return same
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
     with publish.Staging(Path(out), keep=keep) as stage:
@@ -281,11 +288,42 @@ def build(
         step("publishing", 4, 4)
         stage.write(manifest.MANIFEST, manifest.make_from_hashes(
             stage.hashes, [f for r in done for f in r.sources], archive=Path(archive),
-            source_date_epoch=source_date_epoch, hasher=store.sha256, runs=run_keys,
+            source_date_epoch=source_date_epoch, hasher=store.sha256, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
+
+
+def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path,
+              source_date_epoch: int | None) -> str:
+    """Everything the whole site depends on: each run's input key (code, config, options, log
+    files and folder), the assets, the scan's problems, the archive and the build date."""
+    doc = [keys, urls, [[p.path, p.offset, p.kind, p.message] for p in scan_problems], str(archive), source_date_epoch]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _unchanged(out: Path, site_key: str) -> BuildResult | None:
+    """The live build, when it was made from the same inputs (its manifest's site key) and is
+    still whole (every file of its manifest present, with its size): a nightly rebuild of an
+    unchanged archive then costs a scan and a few stats instead of a new build."""
+    live = publish.live_build(out)
+    if live is None:
+        return None
+    try:
+        doc = json.loads((live / manifest.MANIFEST).read_text("utf-8"))
+        if doc.get("site") != site_key:
+            return None
+        for rel, entry in doc["files"].items():
+            if (live / publish.safe_relpath(rel)).stat().st_size != entry["size"]:
+                return None
+        items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
+        problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, publish.SitegenError):
+        return None
+    runs = sum(1 for k in doc.get("runs", {}) if not k.startswith("compare/"))
+    written = len(doc["files"]) + sum((live / n).exists() for n in (manifest.MANIFEST, manifest.MANIFEST + ".gz"))
+    return BuildResult(out, runs, written, problems)
 
 
 def _nested(directory: Path, dirs: list[Path]) -> frozenset:

@@ -75,9 +75,11 @@ def make_from_hashes(
     source_date_epoch: int | None = None,
     hasher: Callable[[Path, int], tuple[str, int]] = sha256_file,
     runs: dict[str, str] | None = None,
+    site_key: str | None = None,
 ) -> bytes:
     """The manifest from ``{path: (sha256, size)}`` of every file written; ``runs`` records each
-    run page's input key so the next build can reuse unchanged pages."""
+    run page's input key so the next build can reuse unchanged pages, ``site_key`` the key of all
+    the inputs, so the next build of the same inputs can keep this one."""
     site = {rel: {"sha256": digest, "size": size} for rel, (digest, size) in hashes.items() if rel != MANIFEST}
     logs: dict[str, Any] = {}
     for sf in sources:
@@ -93,6 +95,8 @@ def make_from_hashes(
     doc: dict[str, Any] = {"format": FORMAT, "generator": "sitegen", "version": __version__, "files": site, "sources": logs}
     if runs:
         doc["runs"] = dict(sorted(runs.items()))
+    if site_key:
+        doc["site"] = site_key
     if source_date_epoch is not None:
         doc["source_date_epoch"] = int(source_date_epoch)
         doc["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

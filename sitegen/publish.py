@@ -340,6 +340,15 @@ class Staging:
         return final
 
 
+def tidy(out: Path, keep: int) -> None:
+    """Prune to ``keep`` builds and remove leftovers of killed builds, without a new build (a
+    rebuild that found nothing to change)."""
+    if keep < 1:
+        raise UsageError(f"keep must be at least 1, got {keep}")
+    with _locked(builds_dir(out)):
+        _prune(Path(out), keep)
+
+
 def publish(files: dict[str, bytes], out: Path, *, keep: int = 3) -> Path:
     """Make ``out`` serve a site made of ``files``; switch only once everything is on disk.
 

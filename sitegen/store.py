@@ -79,22 +79,34 @@ class Store:
         self.root = Path(root) if root is not None else None
 
     def blob(self, name: str, make: Callable[[], bytes]) -> bytes:
-        """A named byte string made once and then kept (e.g. the Vega bundle)."""
+        """A named byte string made once and then kept (e.g. the Vega bundle).
+
+        Blobs depend only on the installed packages, never on an archive, so besides this
+        store they are kept in the machine's default cache too: a build with a fresh
+        ``--cache`` folder does not pay the seconds the Vega bundle and the chart templates
+        take to make."""
         if self.root is None:
             return make()
-        path = self.root / "blobs" / name
-        try:
-            return path.read_bytes()
-        except OSError:
-            pass
-        data = make()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        except OSError as exc:
-            log.warning("cannot cache %s in %s: %s", name, self.root, exc)
+        roots = list(dict.fromkeys([self.root, default_cache_dir()]))
+        for root in roots:
+            try:
+                data = (root / "blobs" / name).read_bytes()
+                break
+            except OSError:
+                continue
+        else:
+            data = make()
+        for root in roots:
+            path = root / "blobs" / name
+            if path.exists():
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+                tmp.write_bytes(data)
+                os.replace(tmp, path)
+            except OSError as exc:
+                log.warning("cannot cache %s in %s: %s", name, root, exc)
         return data
 
     def sha256(self, path: Path, limit: int) -> tuple[str, int]:

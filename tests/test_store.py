@@ -103,3 +103,20 @@ def test_corrupt_cache_entry_is_decoded_again(tmp_path: Path):
     again = store.read_file(src, ReadOptions(), dec)
     assert dec.starts == [0, 0]
     _same(again, tfevents.decode_file(src, ReadOptions())[0])
+
+
+def test_blobs_are_shared_through_the_machine_cache(tmp_path: Path, monkeypatch):
+    """A build with a fresh --cache folder reuses the Vega bundle made by an earlier build."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    calls = []
+
+    def make() -> bytes:
+        calls.append(1)
+        return b"bundle"
+
+    assert Store(tmp_path / "c1").blob("b.js", make) == b"bundle"
+    assert Store(tmp_path / "c2").blob("b.js", make) == b"bundle"
+    assert calls == [1]
+    assert (tmp_path / "c2" / "blobs" / "b.js").read_bytes() == b"bundle"
+    assert (tmp_path / "home" / "sitegen" / "blobs" / "b.js").read_bytes() == b"bundle"
+    assert Store(None).blob("b.js", make) == b"bundle" and calls == [1, 1]  # caching off: made again

@@ -17,8 +17,12 @@ from sitegen.errors import SitegenError
 from _publish_helpers import EXAMPLE, REPO, run_sitegen
 
 
-def _build_proc(out: Path, cache: Path, *extra: str) -> subprocess.Popen:
+def _build_proc(out: Path, cache: Path, *extra: str, sde: int | None = None) -> subprocess.Popen:
+    """A build in its own process; a new ``sde`` (SOURCE_DATE_EPOCH) changes the inputs, so the
+    build writes a new site instead of keeping the unchanged live one."""
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    if sde is not None:
+        env["SOURCE_DATE_EPOCH"] = str(sde)
     env["PYTHONPATH"] = str(REPO)
     return subprocess.Popen([sys.executable, "-m", "sitegen", "build", str(EXAMPLE), "--out", str(out),
                              "--cache", str(cache), "--quiet", *extra],
@@ -41,14 +45,14 @@ def test_sigkill_at_random_times_leaves_a_complete_site(tmp_path, cache_dir):
     assert first.wait(timeout=120) == 0, first.stderr.read().decode()
     _assert_complete(out)
     t0 = time.monotonic()
-    warm = _build_proc(out, cache_dir, "--keep", "50")
+    warm = _build_proc(out, cache_dir, "--keep", "50", sde=1_700_000_000)
     assert warm.wait(timeout=120) == 0, warm.stderr.read().decode()
     duration = time.monotonic() - t0
     lives = {_assert_complete(out)}
     rng = random.Random(20240610)
     killed = 0
-    for _ in range(6):
-        proc = _build_proc(out, cache_dir, "--keep", "50")
+    for i in range(6):
+        proc = _build_proc(out, cache_dir, "--keep", "50", sde=1_700_000_001 + i)
         time.sleep(rng.uniform(0.2, 1.0) * duration)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

@@ -1,0 +1,81 @@
+"""Nightly rebuilds: an unchanged archive keeps the live build; a grown log redraws only its run
+(and the pages that list it), the other runs' files are hard links to the live build's."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from sitegen import manifest, publish
+from sitegen.build import build, slugify
+from sitegen.config import Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
+from eventgen import write_run  # noqa: E402
+
+
+@pytest.fixture()
+def archive(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for i in range(3):
+        write_run(root / "proj" / "model" / f"run{i}", tags=["train/loss", "val/acc"], steps=300, seed=i, start=1.7e9 + i)
+    return root
+
+
+def _files(site: Path) -> dict[str, int]:
+    """``{path: inode}`` of every file of the live build."""
+    live = site.resolve()
+    return {p.relative_to(live).as_posix(): p.stat().st_ino for p in live.rglob("*") if p.is_file()}
+
+
+def test_unchanged_archive_keeps_the_live_build(archive: Path, tmp_path: Path):
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    first = build(archive, out, config=Config(), cache=cache)
+    live = out.resolve()
+    again = build(archive, out, config=Config(), cache=cache)
+    assert out.resolve() == live and len(publish.list_builds(out)) == 1  # nothing new was written
+    assert (again.runs, again.files, again.problems) == (first.runs, first.files, []) and first.runs == 3
+    assert manifest.verify(out) == []
+    # another date is another input: a new build, whose run pages are links to the live ones
+    build(archive, out, config=Config(), cache=cache, source_date_epoch=1_700_000_000)
+    assert out.resolve() != live and len(publish.list_builds(out)) == 2
+    # a damaged live build is never kept: a missing file makes the next build write a new one
+    live = out.resolve()
+    next(live.glob("runs/*/data.js")).unlink()
+    build(archive, out, config=Config(), cache=cache, source_date_epoch=1_700_000_000)
+    assert out.resolve() != live and manifest.verify(out) == []
+
+
+def test_unchanged_rebuild_still_reports_the_problems(archive: Path, tmp_path: Path):
+    log = next((archive / "proj" / "model" / "run1").glob("*tfevents*"))
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    first = build(archive, out, config=Config(), cache=cache)
+    live = out.resolve()
+    again = build(archive, out, config=Config(), cache=cache)
+    assert out.resolve() == live
+    assert first.problems and again.problems == first.problems
+
+
+def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, config=Config(), cache=cache)
+    before = _files(out)
+    grown = archive / "proj" / "model" / "run2"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["train/loss", "val/acc"], steps=400, seed=2, start=1.7e9 + 2)
+    build(archive, out, config=Config(), cache=cache)
+    after = _files(out)
+    changed = {rel for rel, ino in after.items() if before.get(rel) != ino}
+    run_of = {slugify(f"proj/model/run{i}"): i for i in range(3)}
+    redrawn = {run_of[rel.split("/")[1]] for rel in changed if rel.startswith("runs/")}
+    assert redrawn == {2}, sorted(changed)
+    for i in (0, 1):  # untouched runs: the very same files (hard links), not copies
+        page = f"runs/{slugify(f'proj/model/run{i}')}/index.html"
+        assert after[page] == before[page]
+    assert "index.html" in changed and "compare/all/data.js" in changed
+    assert manifest.verify(out) == []
