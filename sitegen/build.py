@@ -238,8 +238,10 @@ def build(
     else:
         workers = jobs  # the size of the local cluster when no scheduler is given (0: one per core)
     scan_problems = list(problems)  # a snapshot: workers get a copy, the list grows below
-    job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs), scan_problems) for f in fams]
-    keys = [summary.run_key(j) for j in job_list]
+    names = [str(d) for d in dirs]
+    job_list = [Job(f, options, config, cache, assets.urls, _nested(f[0].directory, dirs, names), scan_problems) for f in fams]
+    common = summary.common_key(job_list[0]) if job_list else ""
+    keys = [summary.run_key(j, common) for j in job_list]
     site_key = _site_key(keys, assets.urls, scan_problems, Path(archive), source_date_epoch)
     same = _unchanged(Path(out), site_key)
     if same is not None:  # the live build was made from exactly these inputs: nothing to do
@@ -326,10 +328,10 @@ def _unchanged(out: Path, site_key: str) -> BuildResult | None:
     return BuildResult(out, runs, written, problems)
 
 
-def _nested(directory: Path, dirs: list[Path]) -> frozenset:
-    """The other run folders inside ``directory``; ``dirs`` sorted, so they form one range."""
+def _nested(directory: Path, dirs: list[Path], names: list[str]) -> frozenset:
+    """The other run folders inside ``directory``; ``dirs`` sorted (``names``: as strings), so
+    they form one range."""
     root = directory.resolve()
-    names = [str(d) for d in dirs]
     prefix = str(root).rstrip("/") + "/"
     i = bisect.bisect_left(names, prefix)
     out = []

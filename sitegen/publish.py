@@ -59,9 +59,13 @@ def needs_twin(rel: str, data: bytes) -> bool:
     return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
 
 
+GZIP_FAST_FROM = 64 * 1024  # larger files (page data: mostly base64) get the fastest level
+
+
 def gzip_twin(data: bytes) -> bytes:
-    """The deterministic ``.gz`` twin (gzip header time 0)."""
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    """The deterministic ``.gz`` twin (gzip header time 0). Level 1 for large files: on base64
+    page data it is twice as fast as level 6 and within 2% of its size."""
+    return gzip.compress(data, compresslevel=1 if len(data) >= GZIP_FAST_FROM else 6, mtime=0)
 
 
 def _previous_hashes(previous: Path | None) -> dict[str, str]:

@@ -122,10 +122,10 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     # downloads: every scalar record of the run and its sub-runs, no thinning
     table = envinfo.scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs])
     downloads = []
-    if table.num_rows:
-        for name, blob in (("scalars.csv", envinfo.to_csv(table)), ("scalars.parquet", envinfo.to_parquet(table))):
-            files[prefix + name] = blob
-            downloads.append((name, len(blob)))
+    if table.num_rows:  # the CSV is written by the page script from scalars.js, on demand
+        files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", envinfo.csv_columns(table))
+        files[prefix + "scalars.parquet"] = blob = envinfo.to_parquet(table)
+        downloads = [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
     directory = run.directory
     sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
     env_info = envinfo.environment(data, directory)

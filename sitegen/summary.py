@@ -52,8 +52,15 @@ def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list
     return out
 
 
-def run_key(job: Any) -> str:
-    """Everything a run's page depends on: code, config, options, its log files and its folder."""
+def common_key(job: Any) -> str:
+    """The part of :func:`run_key` every run of a build shares: code, config, options, assets."""
+    doc = [code_fingerprint(), _page_config(job.config), _plain(asdict(job.options)), job.urls]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_key(job: Any, common: str | None = None) -> str:
+    """Everything a run's page depends on: code, config, options, its log files and its folder
+    (``common``: :func:`common_key` of the build, computed once)."""
     fam = []
     for s in job.family:
         files = []
@@ -65,8 +72,7 @@ def run_key(job: Any) -> str:
                 files.append([str(f), -1, -1])
         fam.append([s.name, s.format, str(s.directory), s.parent, files])
     doc = [
-        code_fingerprint(), _page_config(job.config), _plain(asdict(job.options)), job.urls,
-        sorted(str(d) for d in job.nested_dirs), fam,
+        common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam,
         _folder_listing(job.family[0].directory, job.nested_dirs),
     ]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()

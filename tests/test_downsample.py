@@ -83,3 +83,26 @@ def test_leading_and_trailing_non_finite_runs():
     assert s.step.tolist() == list(range(7))
     only_bad = downsample(step[:2], step[:2] * 1.0, value[:2], 100)
     assert only_bad.stats.min_value is None and only_bad.step.tolist() == [0, 1]
+
+
+def test_direct_kernel_is_tsdownsample():
+    """The kernel called directly picks exactly what tsdownsample's public API picks."""
+    from tsdownsample import MinMaxLTTBDownsampler
+
+    from sitegen import downsample as ds
+
+    assert ds._KERNEL is not None  # the installed tsdownsample has it: the fast path is used
+    rng = np.random.default_rng(7)
+    for n, n_out in ((5_000, 100), (100_003, 1_992), (2_001, 1_992)):
+        x = np.cumsum(rng.integers(1, 5, n)).astype(np.int64)
+        y = rng.standard_normal(n)
+        y[rng.integers(0, n)] = 1e6
+        want = MinMaxLTTBDownsampler().downsample(x, y, n_out=n_out, minmax_ratio=ds.MINMAX_RATIO)
+        assert np.array_equal(ds._shape_indices(x, y, n_out), want)
+
+
+def test_a_series_that_fits_is_drawn_whole():
+    step = np.arange(2000, dtype=np.int64)
+    value = np.sin(step / 50.0)
+    s = downsample(step, step * 0.5, value, 2000)
+    assert not s.thinned and np.array_equal(s.step, step) and np.array_equal(s.value, value)

@@ -29,7 +29,7 @@
   // {rl: [[value, count], ...]} (labels, flags), integer progressions {ap: [first, [[delta,
   // count], ...]]} (steps), little-endian float32/float64 in base64 {f4: ...} / {f8: ...}
   // whose non-finite values become null (drawn from the flags instead)
-  function expand(col) {
+  function expand(col, keepNonFinite) {
     if (Array.isArray(col) || !col) return col;
     var out = [], i;
     if (col.rl) {
@@ -48,7 +48,7 @@
     out = new Array(bytes.length / size);
     for (i = 0; i < out.length; i++) {
       var v = wide ? view.getFloat64(i * 8, true) : view.getFloat32(i * 4, true);
-      out[i] = isFinite(v) ? v : null;
+      out[i] = keepNonFinite || isFinite(v) ? v : null;
     }
     return out;
   }
@@ -525,7 +525,53 @@
     table.setAttribute("data-ready", "1");
   }
 
+  /* ---------- the scalars CSV, written here from scalars.js when asked ---------- */
+
+  function csvText(v) { return '"' + String(v).replace(/"/g, '""') + '"'; }
+
+  function csvNumber(v) {
+    if (v === null || v === undefined) return "";
+    if (v !== v) return "nan";
+    if (v === Infinity) return "inf";
+    if (v === -Infinity) return "-inf";
+    if (v === 0 && 1 / v < 0) return "-0.0";
+    return String(v);
+  }
+
+  function saveCsv(cols, name) {
+    var series = expand(cols.series), tag = expand(cols.tag), step = expand(cols.step, true),
+      wall = expand(cols.wall_time, true), value = expand(cols.value, true);
+    var parts = ['"series","tag","step","wall_time","value"\n'];
+    for (var i = 0; i < step.length; i++) {
+      parts.push(csvText(series[i]) + "," + csvText(tag[i]) + "," + csvNumber(step[i]) + "," +
+        csvNumber(wall[i]) + "," + csvNumber(value[i]) + "\n");
+    }
+    var url = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));
+    var a = el("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+  }
+
+  function initCsv(link) {
+    link.hidden = false;
+    link.addEventListener("click", function (ev) {
+      ev.preventDefault();
+      var done = function () { saveCsv(window.SITEGEN_SCALARS, link.getAttribute("data-file")); };
+      if (window.SITEGEN_SCALARS) return done();
+      var script = document.createElement("script");  // a classic script: works over file://
+      script.src = link.getAttribute("href");
+      script.onload = done;
+      script.onerror = function () { link.parentNode.appendChild(el("span", "error", msg("csv_failed") + " " + script.src)); };
+      document.head.appendChild(script);
+    });
+  }
+
   function init() {
+    forEach(document.querySelectorAll("a.csv-download"), initCsv);
     forEach(document.querySelectorAll("table.sortable"), makeSortable);
     var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");
     if (hpFilter && hpTable) makeFilter(hpFilter, hpTable, document.getElementById("hp-count"));

@@ -210,6 +210,11 @@ def _browse(page, url: str, messages: list[str]) -> None:
     if "/runs/" in url:
         page.wait_for_selector(".chart svg", timeout=20_000)
         assert page.locator(".chart svg").count() >= 1
+        if page.locator("a.csv-download").count():  # the CSV is made in the page: allowed by the CSP too
+            with page.expect_download() as download:
+                page.locator("a.csv-download").click()
+            lines = Path(download.value.path()).read_text("utf-8").splitlines()
+            assert lines[0] == '"series","tag","step","wall_time","value"' and len(lines) > 1
     violations = page.evaluate("window.__cspViolations")
     assert violations == [], f"{url}: CSP violations {violations}"
     assert messages == [], f"{url}: console errors {messages}"
@@ -264,4 +269,4 @@ def test_chromium_over_file_urls_without_network(built_site, browser):
     finally:
         ctx.close()
     assert attempted == [], f"the site tried to reach the network: {attempted}"
-    assert requests and all(u.startswith(("file://", "data:")) for u in requests), [u for u in requests if not u.startswith("file://")]
+    assert requests and all(u.startswith(("file://", "data:", "blob:")) for u in requests), [u for u in requests if not u.startswith("file://")]

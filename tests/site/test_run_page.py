@@ -51,17 +51,63 @@ def test_environment_notes_and_artifacts(rich_site: Path):
 def test_full_resolution_downloads(rich_site: Path):
     run = _run_dir(rich_site)
     html = (run / "index.html").read_text("utf-8")
-    assert 'href="scalars.csv"' in html and 'href="scalars.parquet"' in html
+    assert 'class="csv-download"' in html and 'href="scalars.parquet"' in html and "3,000 records" in html
     table = pq.read_table(run / "scalars.parquet")
     assert table.num_rows == 3000 and table.column_names == ["series", "tag", "step", "wall_time", "value"]
-    csv = pacsv.read_csv(io.BytesIO((run / "scalars.csv").read_bytes()))
-    assert csv.num_rows == 3000
     data = (run / "data.js").read_text("utf-8")
     chart = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))["charts"][0]
     xs, ys = decode_numbers(chart["rows"]["x"]), decode_numbers(chart["rows"]["y"])
     assert 0 < len(xs) == len(ys) < 3000  # the chart itself is thinned
     records = {(s, v) for s, v in zip(table.column("step").to_pylist(), table.column("value").to_pylist())}
     assert all((x, y) in records for x, y in zip(xs, ys))  # every drawn point is a record, exactly
+
+
+def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
+    """The CSV the page script writes (over file://, from scalars.js) equals the Parquet and the
+    log, record for record: hostile tag text quoted, NaN/±inf/-0.0 and float64 wall times exact."""
+    import csv
+    import math
+
+    from tensorboardX import SummaryWriter
+
+    from sitegen import read_scalars
+    from sitegen.build import build
+    from sitegen.config import Config
+
+    w = SummaryWriter(str(tmp_path / "arch" / "run"))
+    odd = 'we"ird,tag\n=1+1'
+    specials = [float("nan"), float("inf"), float("-inf"), -0.0, 1e-45, 3.4e38]
+    for step in range(500):
+        w.add_scalar("loss", specials[step] if step < len(specials) else 1 / (step + 1), step, walltime=1.7e9 + step * 0.123456)
+        w.add_scalar(odd, step * 0.5, step * 3, walltime=1.7e9 + step)
+    w.close()
+    # tensorboardX cleans tag names; a hand-written record keeps the hostile one as it is
+    from eventgen import scalar_event, version_event
+
+    hostile = 'a "quoted", tag\r\nwith =SUM(1) and ü'
+    (tmp_path / "arch" / "run" / "events.out.tfevents.1800000000.gen").write_bytes(
+        version_event(1.8e9) + b"".join(scalar_event(hostile, i, 1.8e9 + i, i / 7) for i in range(500)))
+    build(tmp_path / "arch", tmp_path / "site", config=Config(), use_cache=False)
+    (html,) = (tmp_path / "site").resolve().glob("runs/*/index.html")
+    page.goto(html.as_uri())
+    link = page.locator("a.csv-download")
+    with page.expect_download() as info:
+        link.click()
+    got = list(csv.reader(open(info.value.path(), newline="", encoding="utf-8")))
+    assert got[0] == ["series", "tag", "step", "wall_time", "value"]
+    table = pq.read_table(html.parent / "scalars.parquet").to_pylist()
+    assert len(got) - 1 == len(table) == 1500
+    ref = read_scalars(tmp_path / "arch").to_pylist()
+    assert sorted((r["tag"], r["step"], r["wall_time"]) for r in ref) == sorted((r["tag"], r["step"], r["wall_time"]) for r in table)
+
+    def same(a: float, b: float) -> bool:
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+    for row, want in zip(got[1:], table):
+        assert row[0] == want["series"] and row[1] == want["tag"] and int(row[2]) == want["step"]
+        assert same(float(row[3]), want["wall_time"]) and same(float(row[4]), want["value"]), (row, want)
+    assert {r[1] for r in got[1:]} == {r["tag"] for r in ref} and hostile in {r[1] for r in got[1:]}
+    assert page.log.errors == []
 
 
 def test_image_step_slider_shows_every_image(page, example_site: Path):
