@@ -10,8 +10,10 @@ oracle) and, when ``fast`` is on, hands periodic stretches of scalar records to 
   (id varint, timestamp varint, the 4 value bytes) and every other byte;
 * when the last ``2P`` keys repeat with period ``P`` (the same tags each step), the next bytes are
   predicted to be whole rows of those ``P`` records: fixed bytes equal, varint continuation bits
-  right. Rows are verified in bulk (geometrically growing blocks, compared as unaligned u64 words)
-  and step/timestamp/value are pulled out as strided views. A row that differs (a new tag, a wider
+  right. Rows are verified in bulk (geometrically growing blocks, compared as aligned u64 words)
+  and each block is decoded while still in cache: step/timestamp/value come out of strided views,
+  a row's shared step (and runs of equal timestamps) decoded once, straight into the output
+  columns (:class:`_Columns`), so the table needs no concatenation. A row that differs (a new tag, a wider
   step varint, an image, damage) ends the stretch and the slow walk takes over.
 
 Where the log is not periodic (tags in varying order), period searches back off exponentially and
@@ -107,9 +109,41 @@ class Walk:
     end: int = 0
     problems: list[Problem] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
-    chunks: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # tag idx, step, ts, bits
+    # the scalars in file order: (tag pattern, records) runs, whose tag indices are ``pattern``
+    # repeated (a vectorized stretch keeps one period, slow-parsed records one index each) ...
+    chunks: list[tuple[np.ndarray, int]] = field(default_factory=list)
+    # ... and their step, wall time (seconds) and value (float64) columns
+    columns: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     others: list[tuple[int, object]] = field(default_factory=list)  # (record offset, parsed item)
     fast_records: int = 0
+
+
+class _Columns:
+    """Growable step / wall time / value arrays that both paths decode straight into, so that the
+    table needs no concatenation (a stretch reserves room for as many rows as could follow)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.arrays = [np.empty(0, np.int64), np.empty(0), np.empty(0)]
+
+    def reserve(self, k: int) -> list[np.ndarray]:
+        """Room for ``k`` more records: views to fill, made part of the columns by :meth:`commit`."""
+        need = self.n + k
+        if need > len(self.arrays[0]):
+            grown = [np.empty(max(need, 2 * len(a)), a.dtype) for a in self.arrays]
+            for new, old in zip(grown, self.arrays):
+                new[: self.n] = old[: self.n]
+            self.arrays = grown
+        return [a[self.n : need] for a in self.arrays]
+
+    def commit(self, k: int) -> None:
+        self.n += k
+
+    def final(self) -> tuple[np.ndarray, ...]:
+        cols = [a[: self.n] for a in self.arrays]  # pages never written cost nothing, but ...
+        if 2 * self.n < len(self.arrays[0]):  # ... do not keep a mostly unused allocation alive
+            cols = [c.copy() for c in cols]
+        return tuple(cols)
 
 
 # parse(buf, start, stop, strict) -> list of items (Scalar or anything else); raises BadWire
@@ -166,23 +200,33 @@ def resync(b: bytes, arr: np.ndarray, start: int, parse: Parser) -> int | None:
 
 
 class _Pending:
+    """Scalars of slow-parsed records, collected until the next vectorized stretch or the end."""
+
     def __init__(self) -> None:
         self.idx: list[int] = []
         self.step: list[int] = []
         self.ts: list[int] = []
         self.bits: list[int] = []
 
-    def flush(self, out: Walk) -> None:
-        if self.idx:
-            out.chunks.append(
-                (
-                    np.array(self.idx, np.int32),
-                    np.array(self.step, np.int64),
-                    np.array(self.ts, np.int64),
-                    np.array(self.bits, np.uint32),
-                )
-            )
+    def flush(self, out: Walk, cols: _Columns) -> None:
+        n = len(self.idx)
+        if n:
+            step, wall, value = cols.reserve(n)
+            step[:] = self.step
+            wall[:] = wall_times(np.array(self.ts, np.int64))
+            value[:] = np.array(self.bits, np.uint32).view(np.float32)
+            cols.commit(n)
+            out.chunks.append((np.array(self.idx, np.int32), n))
             self.__init__()
+
+
+def wall_times(ts: np.ndarray) -> np.ndarray:
+    """ms since the epoch -> seconds; values below 2e9 are already seconds."""
+    f = ts.astype(np.float64)
+    if len(ts) and ts.min() >= 2_000_000_000:
+        f /= 1000.0
+        return f
+    return np.where(ts < 2_000_000_000, f, f / 1000.0)
 
 
 def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = True) -> Walk:
@@ -193,6 +237,7 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
     out = Walk(end=start)
     tag_ids: dict[str, int] = {}
     pend = _Pending()
+    cols = _Columns()
     hist: list[tuple] = []  # (offset, record length, key, tag idx, layout) of templatable scalars
     need = 8
     fails = cool = 0  # failed period searches in a row; records to go before looking again
@@ -216,10 +261,10 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
         if fast and len(hist) >= need:
             period = _period(hist)
             if period:
-                rows, parts, nrec = _stretch(b, off, hist[-period:])
+                pend.flush(out, cols)
+                rows, nrec = _stretch(b, off, hist[-period:], cols)
                 if rows:
-                    pend.flush(out)
-                    out.chunks += parts
+                    out.chunks.append((np.array([h[4] for h in hist[-period:]], np.int32), nrec))
                     out.fast_records += nrec
                     off += rows
                     out.end = off
@@ -280,7 +325,8 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
         if nxt is None:
             break
         off = nxt
-    pend.flush(out)
+    pend.flush(out, cols)
+    out.columns = cols.final()
     return out
 
 
@@ -308,6 +354,13 @@ def _period(hist: list[tuple]) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# the vectorized stretch: verify rows against the template, then decode them while in cache
+
+_TILE = 256 << 10  # bytes compared per numpy pass: template, mask and scratch stay in L2
+_BLOCK = 1 << 20  # bytes per block at most: verified, then decoded before they leave the cache
+
+
 def _words(b, pos: int, rows: int, width: int, rel: int, dtype: str = "<u8") -> np.ndarray:
     """Unaligned strided view: the word at ``pos + r*width + rel`` for each row r."""
     return np.ndarray(shape=(rows,), dtype=dtype, buffer=b, offset=pos + rel, strides=(width,))
@@ -315,15 +368,6 @@ def _words(b, pos: int, rows: int, width: int, rel: int, dtype: str = "<u8") -> 
 
 _C1, _C2, _C3 = (np.uint64(x) for x in (0x7F7F7F7F7F7F7F7F, 0x007F007F007F007F, 0x7F007F007F007F00))
 _C4, _C5, _C6, _C7 = (np.uint64(x) for x in (0x00003FFF00003FFF, 0x3FFF00003FFF0000, 0x0FFFFFFF, 0x0FFFFFFF00000000))
-
-
-def _raw(b, pos: int, rows: int, width: int, span: tuple[int, int]) -> np.ndarray:
-    """The bytes of a <= 8-byte varint of every row, as one uint64 each (little-endian)."""
-    a, z = span
-    if z - a == 1:
-        return _words(b, pos, rows, width, a, "u1").astype(np.uint64)
-    # the word ending at the varint's last byte, minus the bytes before the varint
-    return _words(b, pos, rows, width, z - 8) >> np.uint64(8 * (8 - (z - a)))
 
 
 def _compact(x: np.ndarray, w: int) -> np.ndarray:
@@ -348,36 +392,64 @@ def _compact(x: np.ndarray, w: int) -> np.ndarray:
     return x
 
 
-def _varints(b, pos: int, rows: int, width: int, span: tuple[int, int] | None, like=None) -> tuple:
-    """Decode the varint at ``span`` (relative to the row) of every row: (int64 values, raw words).
-
-    ``like`` is the (values, raw words, width) of another slot: rows whose bytes are equal reuse
-    its values (a row usually holds one step and one timestamp for all its tags)."""
-    if span is None:
-        return np.zeros(rows, np.int64), None
+def _raw_into(b, pos: int, rows: int, width: int, span: tuple[int, int], out: np.ndarray) -> None:
+    """The bytes of a <= 8-byte varint of every row into ``out`` as one uint64 each (little-endian)."""
     a, z = span
-    w = z - a
-    if w > 8:  # 9-10 bytes (negative steps): byte by byte, wrapping at 64 bits like the slow parser
-        x = np.zeros(rows, np.uint64)
-        for k in range(w):
-            col = _words(b, pos, rows, width, a + k, "u1").astype(np.uint64)
-            x |= (col & np.uint64(0x7F)) << np.uint64(7 * k)
-        return x.view(np.int64), None
-    raw = _raw(b, pos, rows, width, span)
-    if like is not None and like[1] is not None and like[2] == w:
-        differ = np.flatnonzero(raw != like[1])
-        if not len(differ):
-            return like[0], like[1]
-        vals = like[0].copy()
-        vals[differ] = _compact(raw[differ], w).view(np.int64)
-        return vals, raw
-    return _compact(raw.copy(), w).view(np.int64), raw
+    if z - a == 1:
+        out[...] = _words(b, pos, rows, width, a, "u1")
+    else:  # the word ending at the varint's last byte, minus the bytes before the varint
+        np.right_shift(_words(b, pos, rows, width, z - 8), np.uint64(8 * (8 - (z - a))), out=out)
 
 
-def _stretch(b: bytes, off: int, recs: list[tuple]) -> tuple[int, list, int]:
-    """Verify and decode as many whole rows of the template ``recs`` as follow ``off``.
+def _slot_values(b, pos: int, rows: int, width: int, span: tuple[int, int] | None) -> np.ndarray:
+    """One slot's varint decoded on its own (used when some varint of the row is 9-10 bytes)."""
+    if span is None:
+        return np.zeros(rows, np.int64)
+    a, z = span
+    if z - a <= 8:
+        x = np.empty(rows, np.uint64)
+        _raw_into(b, pos, rows, width, span, x)
+        return _compact(x, z - a).view(np.int64)
+    # 9-10 bytes (negative steps): byte by byte, wrapping at 64 bits like the slow parser
+    x = np.zeros(rows, np.uint64)
+    for k in range(z - a):
+        col = _words(b, pos, rows, width, a + k, "u1").astype(np.uint64)
+        x |= (col & np.uint64(0x7F)) << np.uint64(7 * k)
+    return x.view(np.int64)
 
-    Returns (bytes consumed, chunks, records decoded)."""
+
+def _varint_runs(b, pos: int, rows: int, width: int, spans: list, scratch: np.ndarray) -> tuple:
+    """The int64 varint at ``spans[j]`` (row-relative; None: absent, so 0) of every row and slot,
+    in record order, as (values, repeats) for ``np.repeat``: the records of a row share a step
+    and mostly a timestamp, so each run of equal bytes is decoded once. Slots are read into
+    contiguous rows of ``scratch`` (strided writes cost more than strided reads)."""
+    nslot = len(spans)
+    w = max((s[1] - s[0] for s in spans if s is not None), default=0)
+    if w == 0:
+        return np.zeros(1, np.int64), rows * nslot
+    if w > 8:
+        return np.stack([_slot_values(b, pos, rows, width, s) for s in spans], axis=1).reshape(-1), 1
+    raw = scratch[: nslot * rows].reshape(nslot, rows)
+    for j, s in enumerate(spans):
+        if s is None:
+            raw[j] = 0
+        else:
+            _raw_into(b, pos, rows, width, s, raw[j])
+    if nslot == 1 or not (raw[1:] != raw[0]).any():  # one value per row
+        return _compact(raw[0], w).view(np.int64), nslot
+    flat = scratch[nslot * rows : 2 * nslot * rows]
+    flat.reshape(rows, nslot)[...] = raw.T  # record order
+    new = np.empty(len(flat), bool)
+    new[0] = True
+    np.not_equal(flat[1:], flat[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    # a varint narrower than w has zero bytes above it, which compact to nothing
+    return _compact(flat[starts], w).view(np.int64), np.diff(starts, append=len(flat))
+
+
+def _template(recs: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, expected) bytes of one row: fixed bytes must be equal, of a varint only the
+    continuation bits count (set but on the last byte), value bytes are free."""
     width = sum(r[1] for r in recs)
     tmpl = bytearray(b"".join(r[2][2] for r in recs))
     mask = bytearray(b"\xff" * width)
@@ -392,71 +464,95 @@ def _stretch(b: bytes, off: int, recs: list[tuple]) -> tuple[int, list, int]:
         mask[base + val : base + val + 4] = b"\0\0\0\0"
         base += r[1]
     mask_b = np.frombuffer(bytes(mask), np.uint8)
-    tmpl_b = np.frombuffer(bytes(tmpl), np.uint8) & mask_b
-    size = len(b)
-    total = (size - off) // width
-    # the template repeated once per row (about 256 KB), compared as whole words
-    tile = max(1, min(total, (256 << 10) // width))
-    mask_t, tmpl_t = np.tile(mask_b, tile), np.tile(tmpl_b, tile)
-    nt = len(mask_t) // 8
-    mask_w, tmpl_w = mask_t[: nt * 8].view("<u8"), tmpl_t[: nt * 8].view("<u8")
-    pos = off
-    block = 64
-    cap = max(64, (8 << 20) // width)
-    parts = []
-    while True:
-        m = min(block, (size - pos) // width)
-        if m <= 0:
-            break
+    return mask_b, np.frombuffer(bytes(tmpl), np.uint8) & mask_b
+
+
+def _stretch(b: bytes, off: int, recs: list[tuple], cols: _Columns) -> tuple[int, int]:
+    """Verify and decode into ``cols`` as many whole rows of the template ``recs`` as follow ``off``.
+
+    Returns (bytes consumed, records decoded). Rows go in blocks that grow geometrically (a
+    template that stops matching soon costs little); each block is decoded right after it is
+    verified, while its bytes are still in cache. Tiles and blocks are whole multiples of 8 rows,
+    so every tile starts at the same word alignment (see :func:`_verify`)."""
+    width, nslot = sum(r[1] for r in recs), len(recs)
+    total = (len(b) - off) // width
+    if total <= 0:
+        return 0, 0
+    tile = min(total, max(8, _TILE // width // 8 * 8))
+    mask_b, tmpl_b = _template(recs)
+    tiled = _Tiled(np.tile(mask_b, tile), np.tile(tmpl_b, tile), np.frombuffer(b, np.uint8).ctypes.data)
+    out = scratch = None
+    done, block, cap = 0, 64, max(64, _BLOCK // width // 8 * 8)
+    while done < total:
+        m = min(block, total - done)
         good = 0
         while good < m:
             k = min(tile, m - good)
-            ok = _verify(b, pos + good * width, k, width, mask_t, tmpl_t, mask_w, tmpl_w)
+            ok = _verify(b, off + (done + good) * width, k, width, tiled)
             good += ok
             if ok < k:
                 break
         if good:
-            parts.append(_extract(b, pos, good, width, recs))
-            pos += good * width
+            if out is None:  # room for every row that could follow (at most ~1.5x the bytes left
+                # in the buffer, which is already in memory); pages never written cost nothing
+                out = [a.reshape(total, nslot) for a in cols.reserve(total * nslot)]
+                scratch = np.empty(2 * nslot * min(total, cap), np.uint64)
+            _extract(b, off + done * width, good, width, recs, [a[done : done + good] for a in out], scratch)
+            done += good
         if good < m:
             break
         block = min(block * 4, cap)
-    return pos - off, parts, sum(len(p[0]) for p in parts)
+    cols.commit(done * nslot)
+    return done * width, done * nslot
 
 
-def _verify(b, pos: int, rows: int, width: int, mask_t, tmpl_t, mask_w, tmpl_w) -> int:
-    """How many of ``rows`` rows at ``pos`` match the tiled template (conservative by a row)."""
+class _Tiled:
+    """The row template repeated over a tile: bytes, and as aligned words per phase (the offset
+    of the first aligned byte from a tile's start), made when first needed."""
+
+    def __init__(self, mask: np.ndarray, tmpl: np.ndarray, base: int) -> None:
+        self.mask, self.tmpl, self.base = mask, tmpl, base
+        self.words: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.scratch = np.empty(len(mask) // 8, np.uint64)
+
+    def at(self, phase: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """(mask words, expected words, expected bytes) of a tile from byte ``phase`` on."""
+        if phase not in self.words:
+            n = (len(self.mask) - phase) // 8 * 8
+            mask, tmpl = (a[phase : phase + n].copy().view("<u8") for a in (self.mask, self.tmpl))
+            self.words[phase] = mask, tmpl, tmpl.tobytes()
+        return self.words[phase]
+
+
+def _verify(b, pos: int, rows: int, width: int, tiled: _Tiled) -> int:
+    """How many of ``rows`` rows at ``pos`` match the tiled template (conservative by a row).
+
+    The bulk is compared as aligned words (numpy is slower on unaligned ones), the few bytes
+    before the first and after the last whole word byte by byte."""
     nbytes = rows * width
-    nw = nbytes // 8
-    diff = np.frombuffer(b, "<u8", nw, pos) ^ tmpl_w[:nw]
-    diff &= mask_w[:nw]
-    if diff.any():
-        return int(np.argmax(diff != 0)) * 8 // width  # the row where the first bad word starts
-    if nbytes > nw * 8:
-        rest = np.frombuffer(b, np.uint8, nbytes - nw * 8, pos + nw * 8)
-        if ((rest & mask_t[nw * 8 : nbytes]) != tmpl_t[nw * 8 : nbytes]).any():
-            return nw * 8 // width
+    d = min(-(tiled.base + pos) % 8, nbytes)
+    nw = (nbytes - d) // 8
+    if d and ((np.frombuffer(b, np.uint8, d, pos) & tiled.mask[:d]) != tiled.tmpl[:d]).any():
+        return 0
+    mask_w, tmpl_w, tmpl_b = tiled.at(d)
+    got = np.bitwise_and(np.frombuffer(b, "<u8", nw, pos + d), mask_w[:nw], out=tiled.scratch[:nw])
+    # bytes equality is a memcmp: cheaper than two more numpy passes (a whole slice is no copy)
+    if got.tobytes() != tmpl_b[: nw * 8]:
+        return (d + int(np.argmax(got != tmpl_w[:nw])) * 8) // width  # the row where the first bad word starts
+    lo = d + nw * 8
+    if lo < nbytes and ((np.frombuffer(b, np.uint8, nbytes - lo, pos + lo) & tiled.mask[lo:nbytes]) != tiled.tmpl[lo:nbytes]).any():
+        return lo // width
     return rows
 
 
-def _extract(b: bytes, pos: int, rows: int, width: int, recs: list[tuple]) -> tuple[np.ndarray, ...]:
-    nslot = len(recs)
-    idx = np.tile(np.array([r[4] for r in recs], np.int32), rows)
-    step = np.empty((rows, nslot), np.int64)
-    ts = np.empty((rows, nslot), np.int64)
-    bits = np.empty((rows, nslot), np.uint32)
-    base = 0
-    prev_id = prev_ts = None
-    for j, r in enumerate(recs):
-        id_span, ts_span, val = r[3]
-        sh = lambda s: None if s is None else (s[0] + base, s[1] + base)  # noqa: E731
-        i_vals, i_raw = _varints(b, pos, rows, width, sh(id_span), prev_id)
-        t_vals, t_raw = _varints(b, pos, rows, width, sh(ts_span), prev_ts)
-        step[:, j], ts[:, j] = i_vals, t_vals
-        if id_span is not None:
-            prev_id = (i_vals, i_raw, id_span[1] - id_span[0])
-        if ts_span is not None:
-            prev_ts = (t_vals, t_raw, ts_span[1] - ts_span[0])
-        bits[:, j] = _words(b, pos, rows, width, base + val, "<u4")
-        base += r[1]
-    return idx, step.ravel(), ts.ravel(), bits.ravel()
+def _extract(b: bytes, pos: int, rows: int, width: int, recs: list[tuple], out: list[np.ndarray], scratch) -> None:
+    """Decode ``rows`` verified rows into ``out``: (step, wall time, value) arrays of (rows, slots)."""
+    step, wall, value = out
+    bases = np.cumsum([0] + [r[1] for r in recs[:-1]]).tolist()
+    at = lambda s, base: None if s is None else (s[0] + base, s[1] + base)  # noqa: E731
+    vals, reps = _varint_runs(b, pos, rows, width, [at(r[3][0], base) for r, base in zip(recs, bases)], scratch)
+    step.reshape(-1)[:] = np.repeat(vals, reps)
+    vals, reps = _varint_runs(b, pos, rows, width, [at(r[3][1], base) for r, base in zip(recs, bases)], scratch)
+    wall.reshape(-1)[:] = np.repeat(wall_times(vals), reps)  # elementwise: the same on each run's value
+    for j, (r, base) in enumerate(zip(recs, bases)):
+        value[:, j] = _words(b, pos, rows, width, base + r[3][2], "<f4")

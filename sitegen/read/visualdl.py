@@ -50,7 +50,7 @@ from ..model import (
     Text,
     merge_parts,
 )
-from ._vdlfast import BadWire, Scalar, Walk, fields, signed, varint, walk
+from ._vdlfast import BadWire, Scalar, Walk, fields, signed, varint, walk, wall_times
 
 FORMAT = "visualdl"
 
@@ -125,26 +125,65 @@ def decode_bytes(
     return run
 
 
-def wall_times(ts: np.ndarray) -> np.ndarray:
-    """ms since the epoch -> seconds; values below 2e9 are already seconds."""
-    f = ts.astype(np.float64)
-    if len(ts) and ts.min() >= 2_000_000_000:
-        f /= 1000.0
-        return f
-    return np.where(ts < 2_000_000_000, f, f / 1000.0)
-
-
 def wall_time(ts: int) -> float:
     return float(wall_times(np.array([ts], np.int64))[0])
 
 
 def scalars_table(w: Walk) -> pa.Table:
+    """The walk's scalars as one table; the numeric columns come out of the walk ready."""
     if not w.chunks:
         return RUN_SCALARS_SCHEMA.empty_table()
-    idx, step, ts, bits = (np.concatenate([c[k] for c in w.chunks]) for k in range(4))
-    tags = pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), pa.array(w.tags, pa.string())).dictionary_decode()
-    cols = [tags, pa.array(step, pa.int64()), pa.array(wall_times(ts)), pa.array(bits.view(np.float32).astype(np.float64))]
-    return pa.Table.from_arrays(cols, schema=RUN_SCALARS_SCHEMA)
+    return pa.Table.from_arrays([_tag_column(w), *map(pa.array, w.columns)], schema=RUN_SCALARS_SCHEMA)
+
+
+def _tag_column(w: Walk) -> pa.Array:
+    """The tag of every record as a plain string array, built from its buffers. A vectorized chunk
+    repeats one period of tags, so its bytes are that period's bytes repeated and its offsets a
+    grid: much cheaper than gathering strings through a dictionary (``take``, kept for the
+    slow-parsed chunks, which have one index per record)."""
+    names = pa.array(w.tags, pa.string())
+    raw = [t.encode() for t in w.tags]
+    plan, size = [], 0
+    for pattern, k in w.chunks:
+        if len(pattern) == k:
+            got = names.take(pa.array(pattern))
+            offs = np.frombuffer(got.buffers()[1], np.int32, k + 1, got.offset * 4)
+            part = np.frombuffer(got.buffers()[2], np.uint8, offs[-1] - offs[0], offs[0])
+            plan.append((offs[:-1] - offs[0], part, 0))
+        else:
+            lens = [len(raw[i]) for i in pattern.tolist()]
+            first = np.cumsum([0] + lens[:-1])
+            part = np.frombuffer(b"".join(raw[i] for i in pattern.tolist()), np.uint8)
+            plan.append((first, part, k // len(pattern)))
+        size += len(part) * max(1, plan[-1][2])
+    if size >= 2**31:  # more than pa.string() holds: let Arrow say so, as it always did
+        return names.take(pa.array(np.concatenate([np.tile(p, k // len(p)) for p, k in w.chunks])))
+    n = sum(k for _, k in w.chunks)
+    offsets, data = np.empty(n + 1, np.int32), np.empty(size, np.uint8)
+    at = pos = 0
+    for (first, part, reps), (_, k) in zip(plan, w.chunks):
+        offsets[at : at + len(first)] = first + pos
+        data[pos : pos + len(part)] = part
+        if reps:  # a period repeated: copy what is filled in, doubling
+            _repeat(offsets[at : at + k], len(first), len(part))
+            _repeat(data[pos : pos + reps * len(part)], len(part), 0)
+        at += k
+        pos += len(part) * max(1, reps)
+    offsets[n] = size
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), null_count=0)
+
+
+def _repeat(out: np.ndarray, p: int, inc: int) -> None:
+    """Repeat ``out[:p]`` over ``out`` (a whole number of periods), each period ``inc`` more than
+    the one before, by doubling the filled part: a few long copies instead of many short ones."""
+    done = p
+    while done < len(out):
+        k = min(done, len(out) - done)
+        if inc:
+            np.add(out[:k], done // p * inc, out=out[done : done + k])
+        else:
+            out[done : done + k] = out[:k]
+        done += k
 
 
 # ---------------------------------------------------------------------------------------------
