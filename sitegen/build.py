@@ -251,6 +251,7 @@ def build(
         return same
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
+    stored: set[str] = set()  # runs whose line points are in the store only
     with publish.Staging(Path(out), keep=keep) as stage:
         for rel, data in assets.files.items():
             stage.write(rel, data)
@@ -259,6 +260,8 @@ def build(
         for i, (job, key) in enumerate(zip(job_list, keys)):
             if previous.get(slugify(job.family[0].name)) == key:
                 results[i] = _reuse(store, key, stage)
+                if results[i] is not None:
+                    stored.add(results[i].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1, executor=executor, scheduler=scheduler)
@@ -266,8 +269,12 @@ def build(
             pages = sorted(rel for rel in result.files if not (rel.endswith(".gz") and rel[:-3] in result.files))
             for rel in pages:
                 stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-            store.put_summary(keys[i], *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources))
-            results[i] = replace(result, files={})
+            kept = store.put_summary(keys[i], *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources))
+            # the points of its lines wait in the store for the comparison pages: memory does
+            # not grow with the archive
+            results[i] = replace(result, files={}, run=summary.without_points(result.run) if kept else result.run)
+            if kept:
+                stored.add(result.run.slug)
         done = [r for r in results if r is not None]
         for r, key in zip(done, keys):
             run_keys[r.run.slug] = key
@@ -283,7 +290,16 @@ def build(
                     skip.add(g.slug)
                 else:
                     stage.unlink(rels)
-        cross = render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems, skip=frozenset(skip))
+        def points(run: SiteRun) -> list[ChartLine]:
+            if run.slug not in stored:
+                return run.lines
+            got = store.get_summary(run_keys[run.slug])
+            if got is None:
+                raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
+            return summary.lines_of(*got)
+
+        cross = render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems,
+                                   skip=frozenset(skip), points=points)
         for rel, data in sorted(cross.items()):
             stage.write(rel, data)
         stage.write("build-report.json", report(problems))
@@ -355,7 +371,7 @@ def _previous_runs(previous: Path | None) -> dict[str, str]:
 def _reuse(store: Store, key: str, stage: publish.Staging) -> RunResult | None:
     """A run whose inputs did not change: its summary from the store, its files linked from
     the live build. None when anything is missing (then it is simply drawn again)."""
-    got = store.get_summary(key)
+    got = store.get_summary(key, points=False)
     if got is None:
         return None
     run, hp, files, problems, sources = summary.from_doc(*got)

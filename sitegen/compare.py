@@ -15,7 +15,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -95,8 +95,15 @@ def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:
     return {"x": numbers(step), "t": numbers(wall - start, exact=False), "y": numbers(value)}, thinned
 
 
-def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET) -> dict[str, Any]:
-    """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``."""
+Points = Callable[[SiteRun], list]  # a run's chart lines with their points
+
+
+def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None) -> dict[str, Any]:
+    """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``.
+
+    ``points(run)``: the run's lines with their points, when the summaries in memory keep only
+    the lines' statistics (a large archive's points stay in the store, one run at a time here)."""
+    points = points or (lambda r: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
     total_lines = sum(lines_per_run) or 1
@@ -116,7 +123,7 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET) -> di
         dropped = len(runs) - len(keep)
         runs = sorted(keep)
     while True:
-        data = _overlay(group, labels, runs, n_out)
+        data = _overlay(group, labels, runs, n_out, points)
         size = len(json.dumps(data, separators=(",", ":")))
         if size <= budget * 0.9 or n_out <= MIN_POINTS:
             break
@@ -127,7 +134,7 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET) -> di
     return data
 
 
-def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int) -> dict[str, Any]:
+def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, points: Points) -> dict[str, Any]:
     by_tag: dict[str, list[dict[str, Any]]] = {}
     thinned_any = False
     run_rows = []
@@ -135,7 +142,7 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int) -> di
         r = group.runs[i]
         start = r.start_time if r.start_time is not None and math.isfinite(r.start_time) else 0.0
         run_rows.append({"n": labels[i], "h": f"../../runs/{r.slug}/index.html", "w0": round(start, 3)})
-        for ln in r.lines:
+        for ln in points(r):
             cols, thinned = _line(ln, n_out, start)
             thinned_any |= thinned
             name = labels[i] if ln.label in ("", "hparams") else f"{labels[i]} · {ln.label}"

@@ -55,8 +55,11 @@ def safe_relpath(rel: str) -> PurePosixPath:
     return p
 
 
+NO_TWIN_NAMES = ("scalars.js",)  # a run's full scalars: loaded only when its CSV is asked for
+
+
 def needs_twin(rel: str, data: bytes) -> bool:
-    return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES
+    return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)
 
 
 GZIP_FAST_FROM = 64 * 1024  # larger files (page data: mostly base64) get the fastest level

@@ -213,16 +213,17 @@ def run_files(run: SiteRun, hp: dict[str, HParamValue], config: Config, urls: di
 
 
 def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
-                problems: list[Problem], *, skip: frozenset = frozenset()) -> dict[str, bytes]:
+                problems: list[Problem], *, skip: frozenset = frozenset(), points: compare.Points | None = None) -> dict[str, bytes]:
     """The index and every comparison page, from the runs' summaries; groups whose slug is in
-    ``skip`` are not drawn (their pages are reused from the previous build)."""
+    ``skip`` are not drawn (their pages are reused from the previous build). ``points``: see
+    :func:`sitegen.compare.overlay_data`."""
     env, _ = _page_context(config.language)
     common = _common(config)
     files: dict[str, bytes] = {}
     groups = compare.groups(runs)
     for g in groups:
         if g.slug not in skip:
-            files.update(_compare_page(env, g, runs, hps, config, assets, common))
+            files.update(_compare_page(env, g, runs, hps, config, assets, common, points))
     files.update(_index(env, runs, hps, groups, config, assets, common, problems))
     return files
 
@@ -280,7 +281,7 @@ def _hp(v: HParamValue) -> Any:
     return v
 
 
-def _compare_page(env, group, runs, hps, config, assets, common) -> dict[str, bytes]:
+def _compare_page(env, group, runs, hps, config, assets, common, points=None) -> dict[str, bytes]:
     prefix = f"compare/{group.slug}/"
     labels = compare.labels(group)
     index_of = {id(r): i for i, r in enumerate(runs)}
@@ -291,7 +292,7 @@ def _compare_page(env, group, runs, hps, config, assets, common) -> dict[str, by
     table, hcharts, configs = compare.hparam_section(table_runs, labels[first:], ghps, metrics)
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(js_data("x", rest)))
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(js_data("x", rest)), points=points)
     data = {"kind": "compare", **overlay, **rest}
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
     page = env.get_template("compare.html").render(

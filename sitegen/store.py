@@ -134,10 +134,10 @@ class Store:
             pass
         return digest, n
 
-    def put_summary(self, key: str, doc: dict, table: pa.Table) -> None:
-        """Keep a run's summary (JSON plus one Arrow table) under ``key``."""
+    def put_summary(self, key: str, doc: dict, table: pa.Table) -> bool:
+        """Keep a run's summary (JSON plus one Arrow table) under ``key``; False if it could not."""
         if self.root is None:
-            return
+            return False
         entry = self.root / "runs" / key[:2] / key
         tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
         try:
@@ -147,16 +147,21 @@ class Store:
             self._write(tmp / "lines.arrow", table)
             shutil.rmtree(entry, ignore_errors=True)
             os.rename(tmp, entry)
+            return True
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
             shutil.rmtree(tmp, ignore_errors=True)
+            return False
 
-    def get_summary(self, key: str) -> tuple[dict, pa.Table] | None:
+    def get_summary(self, key: str, *, points: bool = True) -> tuple[dict, pa.Table | None] | None:
+        """A run's summary; ``points=False`` leaves out the lines' points (table None)."""
         if self.root is None:
             return None
         entry = self.root / "runs" / key[:2] / key
         try:
             doc = json.loads((entry / "summary.json").read_text("utf-8"))
+            if not points:
+                return (doc, None) if (entry / "lines.arrow").is_file() else None
             with ipc.open_file(pa.memory_map(str(entry / "lines.arrow"))) as reader:
                 return doc, reader.read_all()
         except (OSError, ValueError, pa.ArrowException):

@@ -79,3 +79,20 @@ def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
         assert after[page] == before[page]
     assert "index.html" in changed and "compare/all/data.js" in changed
     assert manifest.verify(out) == []
+
+
+def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path: Path):
+    """With a cache, the comparison pages take the lines' points from the store one run at a time
+    (memory does not grow with the archive); without one, from memory: the sites are identical."""
+    def files(site: Path) -> dict[str, bytes]:
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
+                if p.is_file() and not p.name.startswith("manifest")}
+
+    build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache")
+    first = files(tmp_path / "a")
+    build(archive, tmp_path / "b", config=Config(), use_cache=False)
+    assert files(tmp_path / "b") == first
+    # a new date: every run reused from the live build (summaries without points), pages redrawn
+    build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache", source_date_epoch=1)
+    assert files(tmp_path / "a") == first
+    assert b'"ap"' in first["compare/all/data.js"] and b'"f4"' in first["compare/all/data.js"]
