@@ -67,7 +67,8 @@ MAX_SAFE_INT = 2**53  # integers a JavaScript number holds exactly
 def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
     """A numeric column as page data, compact and cheap to write (JSON of many floats costs
     ~20 ms per run page): integer progressions as ``{"ap": [first, [[delta, count], ...]]}``
-    (steps are nearly always one), other numbers as little-endian binary in base64,
+    (steps are nearly always one), other integers as ``{"i4": ...}`` when they fit, other
+    numbers as little-endian binary in base64,
     ``{"f4": ...}`` when float32 holds every value exactly (TensorBoard scalars are float32)
     or ``exact=False`` allows rounding, else ``{"f8": ...}``. NaN and infinities travel as
     themselves; the page script turns them into ``null``. Decoded by :func:`decode_numbers`
@@ -82,6 +83,8 @@ def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
             starts, counts = _runs(d)
             if len(starts) * 4 <= len(v):
                 return {"ap": [int(iv[0]), [[int(a), int(b)] for a, b in zip(d[starts].tolist(), counts.tolist())]]}
+        if np.abs(iv).max() < 2**31:
+            return {"i4": _b64(iv.astype("<i4"))}
     f = v.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         f32 = f.astype("<f4")
@@ -100,6 +103,8 @@ def decode_numbers(col: Any) -> list:
         first, pieces = col["ap"]
         d = np.repeat([p[0] for p in pieces], [p[1] for p in pieces]).astype(np.int64)
         return (first + np.concatenate([[0], np.cumsum(d)])).tolist()
+    if "i4" in col:
+        return np.frombuffer(base64.b64decode(col["i4"]), "<i4").astype(np.int64).tolist()
     wide = "f8" in col
     a = np.frombuffer(base64.b64decode(col["f8" if wide else "f4"]), "<f8" if wide else "<f4").astype(np.float64)
     return [x if math.isfinite(x) else None for x in a.tolist()]

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 BUDGET = 1_900_000  # bytes of page data (the tests hold pages under 2 MB)
 MAX_POINTS = 500
 MIN_POINTS = 24
-BYTES_PER_POINT = 11  # base64 float32 "t" and "y" (5.3 bytes each); steps are progressions
+BYTES_PER_POINT = 16  # base64 int32 "x", float32 "t" and "y" (5.3 bytes each)
 MAX_PARALLEL_AXES = 12
 MAX_PARALLEL_RUNS = 100  # Vega draws a line per run as its own sub-flow: past ~100 it crawls
 MAX_SCATTER = 8
@@ -83,16 +83,15 @@ def labels(group: Group) -> list[str]:
     return out
 
 
-def _line(ln, n_out: int, start: float) -> tuple[dict[str, list], bool]:
+def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """A line's (step, seconds since the run's start, value), thinned to about ``n_out``."""
     s = ln.series
     thinned = s.thinned
     step, wall, value = s.step, s.wall_time, s.value
     if len(step) > n_out:
         t = downsample(step, wall, value, n_out)
         step, wall, value, thinned = t.step, t.wall_time, t.value, True
-    # seconds since the run's start, float32 is plenty for a time axis; NaN wall times (CSV
-    # without a time column) have no place on time axes
-    return {"x": numbers(step), "t": numbers(wall - start, exact=False), "y": numbers(value)}, thinned
+    return step, wall - start, value, thinned
 
 
 Points = Callable[[SiteRun], list]  # a run's chart lines with their points
@@ -135,7 +134,9 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
 
 
 def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, points: Points) -> dict[str, Any]:
-    by_tag: dict[str, list[dict[str, Any]]] = {}
+    """Per tag: its lines (run, label, point count) and their points as one column per field,
+    so a page of thousands of lines costs three encodings per tag, not three per line."""
+    by_tag: dict[str, list] = {}
     thinned_any = False
     run_rows = []
     for i in runs:
@@ -143,11 +144,20 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
         start = r.start_time if r.start_time is not None and math.isfinite(r.start_time) else 0.0
         run_rows.append({"n": labels[i], "h": f"../../runs/{r.slug}/index.html", "w0": round(start, 3)})
         for ln in points(r):
-            cols, thinned = _line(ln, n_out, start)
+            step, rel, value, thinned = _line(ln, n_out, start)
             thinned_any |= thinned
             name = labels[i] if ln.label in ("", "hparams") else f"{labels[i]} · {ln.label}"
-            by_tag.setdefault(ln.tag, []).append({"r": len(run_rows) - 1, "s": name, **cols})
-    tags = [{"tag": t, "lines": by_tag[t]} for t in sorted(by_tag, key=str)]
+            by_tag.setdefault(ln.tag, []).append(({"r": len(run_rows) - 1, "s": name, "n": len(step)}, step, rel, value))
+    tags = []
+    for tag in sorted(by_tag, key=str):
+        items = by_tag[tag]
+        cat = lambda k, dt: np.concatenate([it[k] for it in items]).astype(dt)  # noqa: E731
+        tags.append({
+            "tag": tag, "lines": [it[0] for it in items], "x": numbers(cat(1, np.int64)),
+            # seconds since the run's start: float32 is plenty for a time axis; NaN wall times
+            # (CSV without a time column) have no place on time axes
+            "t": numbers(cat(2, np.float64), exact=False), "y": numbers(cat(3, np.float64)),
+        })
     return {"runs": run_rows, "tags": tags, "thinned": thinned_any}
 
 

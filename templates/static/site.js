@@ -27,7 +27,7 @@
 
   // columns come as plain arrays or compact (sitegen.charts.numbers): run-length encoded
   // {rl: [[value, count], ...]} (labels, flags), integer progressions {ap: [first, [[delta,
-  // count], ...]]} (steps), little-endian float32/float64 in base64 {f4: ...} / {f8: ...}
+  // count], ...]]} (steps), little-endian int32/float32/float64 in base64 {i4|f4|f8: ...}
   // whose non-finite values become null (drawn from the flags instead)
   function expand(col, keepNonFinite) {
     if (Array.isArray(col) || !col) return col;
@@ -42,10 +42,18 @@
       col.ap[1].forEach(function (p) { for (i = 0; i < p[1]; i++) { x += p[0]; out.push(x); } });
       return out;
     }
+    var view;
+    if (col.i4 !== undefined) {
+      view = new DataView(base64Bytes(col.i4).buffer);
+      out = new Array(view.byteLength / 4);
+      for (i = 0; i < out.length; i++) out[i] = view.getInt32(i * 4, true);
+      return out;
+    }
     var wide = col.f8 !== undefined, raw = col.f8 !== undefined ? col.f8 : col.f4;
     if (raw === undefined) return col;
-    var bytes = base64Bytes(raw), view = new DataView(bytes.buffer), size = wide ? 8 : 4;
-    out = new Array(bytes.length / size);
+    view = new DataView(base64Bytes(raw).buffer);
+    var size = wide ? 8 : 4;
+    out = new Array(view.byteLength / size);
     for (i = 0; i < out.length; i++) {
       var v = wide ? view.getFloat64(i * 8, true) : view.getFloat32(i * 4, true);
       out[i] = keepNonFinite || isFinite(v) ? v : null;
@@ -200,8 +208,13 @@
 
   function initCompare(page) {
     var specs = window.SITEGEN_SPECS;
+    // each tag's points come as one column per field; every line takes its n of them
     page.tags.forEach(function (tg) {
-      tg.lines.forEach(function (ln) { ln.x = expand(ln.x); ln.y = expand(ln.y); ln.t = expand(ln.t); });
+      var x = expand(tg.x), y = expand(tg.y), t = expand(tg.t), at = 0;
+      tg.lines.forEach(function (ln) {
+        ln.x = x.slice(at, at + ln.n); ln.y = y.slice(at, at + ln.n); ln.t = t.slice(at, at + ln.n);
+        at += ln.n;
+      });
     });
     var state = { weight: 0.6, x: "step", y: "linear", runOn: page.runs.map(function (_, i) { return i >= page.runs.length - page.on; }) };
     var names = [];

@@ -92,7 +92,7 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
         data = payload(folder / "data.js")
         cols = []
         if data.get("kind") == "compare":
-            cols = [ln[c] for tg in data["tags"] for ln in tg["lines"] for c in ("x", "y", "t")]
+            cols = [tg[c] for tg in data["tags"] for c in ("x", "y", "t")]
         else:
             cols = [ch["rows"][c] for ch in data["charts"] if ch["kind"] == "scalar" for c in ("x", "y")]
         cols = [c for c in cols if isinstance(c, dict)]
@@ -104,3 +104,16 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
             kinds.update(col)
             assert same(js, decode_numbers(col)), (folder, col)
     assert {"ap", "f4"} <= kinds, kinds
+    # every encoding, on values made for it: int32, progressions, float32, float64 with
+    # non-finite values and -0.0
+    import numpy as np
+
+    from sitegen.charts import numbers
+
+    made = [numbers(np.array([5, -3, 2**31 - 1, -(2**31) + 1, 7])), numbers(np.arange(0, 3000, 3)),
+            numbers(np.array([0.5, np.nan, np.inf, -np.inf, -0.0], np.float32).astype(np.float64)),
+            numbers(np.array([0.1, np.nan, 1e300, -np.inf, -0.0])), numbers(np.array([2**40, 1, 2**40 + 5]))]
+    assert [next(iter(c)) for c in made] == ["i4", "ap", "f4", "f8", "f8"]
+    got = page.evaluate("cols => cols.map(c => window.sitegenExpand(c))", made)
+    for col, js in zip(made, got):
+        assert same(js, decode_numbers(col)), col
