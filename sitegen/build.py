@@ -170,6 +170,7 @@ def light(run: SiteRun) -> SiteRun:
         if len(s.step) > compare.MAX_POINTS:
             t = downsample(s.step, s.wall_time, s.value, compare.MAX_POINTS)
             s = Series(t.step, t.wall_time, t.value, s.stats, True)
+        s = replace(s, levels=compare.level_bits(s.step, s.wall_time, s.value))
         lines.append(ChartLine(ln.tag, ln.label, s))
     return replace(run, data=keep, sub_runs=[], lines=lines)
 

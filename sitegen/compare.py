@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 BUDGET = 1_900_000  # bytes of page data (the tests hold pages under 2 MB)
 MAX_POINTS = 500
 MIN_POINTS = 24
+LEVELS = (MAX_POINTS, 240, 120, 60, MIN_POINTS)  # resolutions chosen ahead (Series.levels)
 BYTES_PER_POINT = 16  # base64 int32 "x", float32 "t" and "y" (5.3 bytes each)
 MAX_PARALLEL_AXES = 12
 MAX_PARALLEL_RUNS = 100  # Vega draws a line per run as its own sub-flow: past ~100 it crawls
@@ -83,12 +84,32 @@ def labels(group: Group) -> list[str]:
     return out
 
 
+def level_bits(step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For a line of at most ``MAX_POINTS`` points: bit k of a point is set when it is drawn at
+    ``LEVELS[k]`` points (thinned by :func:`sitegen.downsample.downsample`, which keeps first,
+    last, extremes and non-finite points at every level)."""
+    bits = np.zeros(len(step), dtype=np.uint8)
+    for k, n in enumerate(LEVELS):
+        if len(step) <= n:
+            bits |= np.uint8(1 << k)
+        else:
+            t = downsample(step, wall, value, n)
+            bits[np.searchsorted(step, t.step)] |= np.uint8(1 << k)
+    return bits
+
+
 def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """A line's (step, seconds since the run's start, value), thinned to about ``n_out``."""
+    """A line's (step, seconds since the run's start, value), thinned to about ``n_out``: to
+    the largest level at most ``n_out`` when the line has its levels, else here."""
     s = ln.series
     thinned = s.thinned
     step, wall, value = s.step, s.wall_time, s.value
-    if len(step) > n_out:
+    if s.levels is not None and len(s.levels) == len(step):
+        k = next((k for k, n in enumerate(LEVELS) if n <= n_out), len(LEVELS) - 1)
+        keep = (s.levels & np.uint8(1 << k)) != 0
+        if not keep.all():
+            step, wall, value, thinned = step[keep], wall[keep], value[keep], True
+    elif len(step) > n_out:
         t = downsample(step, wall, value, n_out)
         step, wall, value, thinned = t.step, t.wall_time, t.value, True
     return step, wall - start, value, thinned

@@ -59,6 +59,9 @@ class Series:
     value: np.ndarray
     stats: Stats
     thinned: bool  # fewer points are drawn than the series has (after dedup)
+    #: for comparison lines: bit k set when the point is drawn at ``compare.LEVELS[k]`` points
+    #: (chosen once, in the worker, so a comparison page of thousands of lines thins none)
+    levels: np.ndarray | None = None
 
 
 def newest_per_step(step: np.ndarray) -> np.ndarray | None:

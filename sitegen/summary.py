@@ -102,15 +102,18 @@ def _plain(v: Any) -> Any:
 def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile]) -> tuple[dict, pa.Table]:
     d = run.data
     lines = []
-    ids, steps, walls, values = [], [], [], []
+    ids, steps, walls, values, levels = [], [], [], [], []
     for i, ln in enumerate(run.lines):
-        lines.append({"tag": ln.tag, "label": ln.label, "stats": asdict(ln.series.stats), "thinned": ln.series.thinned})
-        ids.append(np.full(len(ln.series.step), i, dtype=np.int32))
-        steps.append(ln.series.step)
-        walls.append(ln.series.wall_time)
-        values.append(ln.series.value)
+        s = ln.series
+        lines.append({"tag": ln.tag, "label": ln.label, "stats": asdict(s.stats), "thinned": s.thinned})
+        ids.append(np.full(len(s.step), i, dtype=np.int32))
+        steps.append(s.step)
+        walls.append(s.wall_time)
+        values.append(s.value)
+        levels.append(s.levels if s.levels is not None and len(s.levels) == len(s.step) else np.full(len(s.step), 255, np.uint8))
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-    table = pa.table({"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64), "value": cat(values, np.float64)})
+    table = pa.table({"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
+                      "value": cat(values, np.float64), "levels": cat(levels, np.uint8)})
     doc = {
         "run": {"name": run.name, "slug": run.slug, "title": run.title, "parts": list(run.parts),
                 "start_time": run.start_time, "end_time": run.end_time, "last_step": run.last_step,
@@ -154,8 +157,10 @@ def lines_of(doc: dict, table: pa.Table | None) -> list[ChartLine]:
     line_ids = table.column("line").to_numpy()
     bounds = np.searchsorted(line_ids, np.arange(len(doc["lines"]) + 1))
     step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
+    levels = table.column("levels").to_numpy() if "levels" in table.column_names else None
     return [
-        ChartLine(ln["tag"], ln["label"], Series(step[a:b], wall[a:b], value[a:b], Stats(**ln["stats"]), ln["thinned"]))
+        ChartLine(ln["tag"], ln["label"], Series(step[a:b], wall[a:b], value[a:b], Stats(**ln["stats"]), ln["thinned"],
+                                                 None if levels is None else levels[a:b]))
         for ln, a, b in zip(doc["lines"], bounds[:-1], bounds[1:])
     ]
 

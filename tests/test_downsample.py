@@ -106,3 +106,18 @@ def test_a_series_that_fits_is_drawn_whole():
     value = np.sin(step / 50.0)
     s = downsample(step, step * 0.5, value, 2000)
     assert not s.thinned and np.array_equal(s.step, step) and np.array_equal(s.value, value)
+
+
+def test_comparison_levels_keep_what_matters_at_every_resolution():
+    from sitegen.compare import LEVELS, level_bits
+
+    rng = np.random.default_rng(3)
+    step = np.arange(500, dtype=np.int64) * 7
+    value = rng.standard_normal(500)
+    value[123], value[321], value[400] = 40.0, np.nan, -np.inf
+    bits = level_bits(step, step * 0.5, value)
+    finite = np.isfinite(value)
+    for k, n in enumerate(LEVELS):
+        keep = np.flatnonzero(bits & (1 << k))
+        assert len(keep) <= n + 8
+        assert {0, 499, 123, 321, 400, int(np.argmin(np.where(finite, value, np.inf)))} <= set(keep.tolist()), n
