@@ -84,6 +84,9 @@ class FastScalars:
     other: list[tuple[int, int, int]]  # (record_offset, payload_offset, payload_length), file order
     problems: list[Problem]  # the same problems the reference walk reports on the same bytes
     end: int  # same meaning as Framing.end of the reference walk
+    # rows that repeat one period of tags: (first row, periods, tag ids of a period), in row
+    # order; lets the tag column be built by tiling (see tfevents._tag_column). None: not known
+    tag_runs: list[tuple[int, int, np.ndarray]] | None = None
 
 
 @dataclass
@@ -106,6 +109,8 @@ class _Template:
     step_bytes: list[int]  # offsets of the last step varint byte of each fast record (must be != 0)
     tids: np.ndarray  # tag ids of the fast positions
     fast: list[_Pos]
+    lo: np.ndarray  # the same constraints as byte ranges: every period's byte i lies in lo[i]..hi[i]
+    hi: np.ndarray
 
 
 def decode_scalars(
@@ -137,6 +142,7 @@ class _Decoder:
         self.tpl: _Template | None = None  # the period being decoded in bulk
         self.segs: list[tuple[int, int, int]] = []  # its verified stretches: (offset, periods, first row)
         self.queued = 0  # periods in segs
+        self.tag_runs: list[tuple[int, int, np.ndarray]] = []
 
     def _tag_id(self, tag: bytes) -> int:
         tid = self.tag_ids.get(tag)
@@ -241,10 +247,12 @@ class _Decoder:
         pos = [_Pos(r - first, s[1], s[0] if s[0] else None) for r, s in zip(recs, sigs)]
         mrow = np.concatenate([ff.record_mask(p.layout, p.n) for p in pos])
         fast = [p for p in pos if p.layout is not None]
+        trow = self.a[first:base] & mrow
+        step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]
         return _Template(
-            pos, base - first, self.a[first:base] & mrow, mrow,
-            [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s],
+            pos, base - first, trow, mrow, step_bytes,
             np.array([self._tag_id(p.layout.tag) for p in fast], np.int32), fast,
+            *ff.byte_ranges(trow, mrow, step_bytes),
         )
 
     def _stretch(self, t: _Template, base: int) -> int:
@@ -258,12 +266,7 @@ class _Decoder:
         blk = min(16, cap)
         while avail:
             cnt = min(blk, avail)
-            diff = np.bitwise_xor(a[base : base + cnt * period].reshape(cnt, period), t.trow)
-            diff &= t.mrow
-            ok = int(np.flatnonzero(diff.max(axis=1))[0]) if np.count_nonzero(diff) else cnt
-            for c in t.step_bytes:  # the step varint must be canonical: its last byte is not 0
-                zero = np.flatnonzero(ff.col(a, ff.U8, base + c, ok, period) == 0)
-                ok = int(zero[0]) if zero.size else ok
+            ok = cnt if ff.in_ranges(a, base, cnt, period, t.lo, t.hi) else self._first_mismatch(t, base, cnt)
             if ok:  # reserve the rows now (file order), decode them with the batch
                 self.segs.append((base, ok, self.n))
                 self.n += ok * len(t.fast)
@@ -276,6 +279,17 @@ class _Decoder:
                 break
             blk = min(blk * 4, cap)
         return base
+
+    def _first_mismatch(self, t: _Template, base: int, cnt: int) -> int:
+        """Index of the first of ``cnt`` periods at ``base`` that does not match ``t``."""
+        a, period = self.a, t.period
+        diff = np.bitwise_xor(a[base : base + cnt * period].reshape(cnt, period), t.trow)
+        diff &= t.mrow
+        ok = int(np.flatnonzero(diff.max(axis=1))[0]) if np.count_nonzero(diff) else cnt
+        for c in t.step_bytes:  # the step varint must be canonical: its last byte is not 0
+            zero = np.flatnonzero(ff.col(a, ff.U8, base + c, ok, period) == 0)
+            ok = int(zero[0]) if zero.size else ok
+        return ok
 
     def _flush(self) -> None:
         """Decode the queued periods of the current template as one contiguous batch."""
@@ -297,14 +311,19 @@ class _Decoder:
             else:  # slow rows sit between the stretches: decode aside, then copy into place
                 out = [np.empty((cnt, nf), x.dtype) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
             rec, tid, step, wall, val = out
-            np.add(starts[:, None], np.array([p.c for p in fast], np.int64), out=rec)
-            tid[:] = t.tids
-            for j, p in enumerate(fast):
-                lay, o = p.layout, b0 + p.c
-                wall[:, j] = ff.col(blk, "<f8", o + HEADER + 1, cnt, period)
-                with np.errstate(invalid="ignore"):  # a signalling NaN is widened (quieted) like C does
-                    val[:, j] = ff.col(blk, "<f4", o + HEADER + lay.value_off, cnt, period)
-                step[:, j] = ff.decode_steps(blk, o + HEADER + 10, lay.s, cnt, period) if lay.s else 0
+            cs = np.array([p.c + HEADER for p in fast], np.int64)
+            k = 0
+            for b, c, row in segs:  # rows of a period repeat, shifted by one period: fill by doubling
+                ff.fill_periodic(rec[k : k + c].reshape(-1), b + cs - HEADER, period)
+                self.tag_runs.append((row, c, t.tids))
+                k += c
+            ff.fill_periodic(tid.reshape(-1), t.tids, 0)
+            wall[:] = ff.fields(blk, "<f8", b0, cnt, period, cs + 1)
+            with np.errstate(invalid="ignore"):  # a signalling NaN is widened (quieted) like C does
+                val[:] = ff.fields(blk, "<f4", b0, cnt, period, cs + [p.layout.value_off for p in fast])
+            for width in {p.layout.s for p in fast}:  # usually one: every record of a step has its width
+                js = [j for j, p in enumerate(fast) if p.layout.s == width]
+                step[:, js] = ff.decode_steps(blk, b0, cs[js] + 10, width, cnt, period) if width else 0
             if not direct:
                 k = 0
                 for _, c, row in segs:
@@ -338,6 +357,7 @@ class _Decoder:
             remap[order] = np.arange(len(order), dtype=np.int32)
             cols[1] = remap[cols[1]]
             tags = [tags[i] for i in order]
+            self.tag_runs = None
         self.problems.sort(key=lambda pr: pr.offset)
         self.other.sort()
-        return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end)
+        return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end, tag_runs=self.tag_runs)
