@@ -316,26 +316,25 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     """``fs.tag[fs.tag_id]`` as a string array.
 
     Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows).
-    Rows of ``fs.tag_runs`` repeat one period of tags, so their bytes and offsets are tiled by
+    Rows of ``fs.runs`` repeat one period of tags, so their bytes and offsets are tiled by
     doubling copies; only the rows between runs go through the dictionary.
     """
     names = pa.array(fs.tag, pa.string())
-    n, runs = len(fs.tag_id), sorted(fs.tag_runs or [], key=lambda r: r[0]) if fs.tag_runs is not None else None
+    n, runs = len(fs.step), [(r, r + c * len(t), t) for r, c, t, _, _ in fs.runs or []]
     lens = np.array([len(t.encode()) for t in fs.tag], np.int64)
-    covered = sum(c * len(tids) for _, c, tids in runs) if runs is not None else 0
-    if runs is None or covered < n // 2 or n == 0:
+    if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
         return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), names).cast(pa.string())
-    total = int(sum(c * int(lens[tids].sum()) for _, c, tids in runs))
-    loose = [(lo, hi) for lo, hi in zip([0] + [r + c * len(t) for r, c, t in runs], [r for r, _, _ in runs] + [n]) if hi > lo]
-    pieces = {lo: names.take(pa.array(fs.tag_id[lo:hi])) for lo, hi in loose}
+    loose = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
+    pieces = {lo: names.take(pa.array(fs.tag_id_of(lo, hi))) for lo, hi, _ in loose}  # rows between runs
+    total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
     total += sum(p.buffers()[2].size if p.buffers()[2] else 0 for p in pieces.values())
-    if total >= 2**31:
+    if total >= 2**31:  # int32 offsets of pa.string() would overflow: let Arrow say so
         return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), names).cast(pa.string())
-    offsets = np.zeros(n + 1, np.int32)
+    offsets = np.empty(n + 1, np.int32)
+    offsets[0] = 0
     data = np.empty(total, np.uint8)
     at = 0  # bytes written so far
-    bounds = sorted([(lo, hi, None) for lo, hi in loose] + [(r, r + c * len(t), t) for r, c, t in runs], key=lambda x: x[0])
-    for lo, hi, tids in bounds:
+    for lo, hi, tids in sorted(loose + runs, key=lambda x: x[0]):
         if tids is None:
             piece = pieces[lo]
             offs = np.frombuffer(piece.buffers()[1], np.int32, hi - lo + 1, piece.offset * 4)

@@ -13,8 +13,9 @@ record *shapes* (length, tag, step varint width) repeats with some period of ``p
 1. walks records one at a time (the reference damage policy, mirrored in :mod:`._fastframe`) and
    classifies each payload; as soon as the last ``2p`` shapes repeat (and the period holds at
    least one fast record), it
-2. predicts the following periods and checks them in blocks of up to 1 MB with one vectorized
-   masked compare of the block against the last walked period: length and length-CRC bytes,
+2. predicts the following periods and checks them in blocks of up to 1 MB against the last
+   walked period, as per-byte ranges checked by one min and one max reduction over the block's
+   periods (read-only passes, cheaper than a masked compare): length and length-CRC bytes,
    every fixed payload byte (field tags, lengths, tag bytes, TF2 tensor/metadata bytes), the
    continuation bits of the step varint and a non-zero last step byte (canonical varint). Only
    wall_time, the step's value bits, the f32 and the payload CRC may vary. Records of the
@@ -24,8 +25,10 @@ record *shapes* (length, tag, step varint width) repeats with some period of ``p
    step 1 resumes at the first differing period, and after each walked record the same template
    is tried again, so an interleaved image costs one walked record, not a new period search;
 3. decodes the accepted runs of one template in batches of up to 1 MB (copied side by side when
-   records interrupted them): wall_time, step and value of each period position are strided
-   numpy views, written into the reserved rows, and
+   records interrupted them): wall_time, step and value of every period position are gathered
+   by one fancy index over an overlapping view each, written into the reserved rows (the record
+   offsets and tag ids of such runs are arithmetic: they are left to ``FastScalars`` to fill in
+   on first use, and ``tfevents`` tiles the tag column from them), and
 4. (``verify=True``) checks payload CRCs in bulk, see below.
 
 Falls back to the per-record walk: at the start of a file, after every break of the pattern
@@ -49,7 +52,8 @@ the CRC of the XOR of the payloads, up to a constant (the CRC of that many zero 
 number is even. So the decoder XORs whole periods of a verified block together and checks every
 record position with one CRC call. Identical damage in several records would cancel in an XOR,
 so each power-of-two chunk of periods is also checked on every "bit b of the period index is
-set" subset (one XOR tree, ~2x the memory traffic of a single XOR). Any 1, 2 or 3 damaged records
+set" subset (two read-only reductions of the chunk give them all, see
+``_fastframe._subset_xors``). Any 1, 2 or 3 damaged records
 of one (chunk, position) group are therefore always detected. Residual risk: damage is missed
 if >= 4 records of one group carry exactly the same error syndrome (e.g. the same bit flipped
 at the same byte) at indices that cancel on every subset (e.g. indices 0-3), or by a CRC32C
@@ -62,6 +66,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Tuple
 
 import numpy as np
 
@@ -73,20 +78,55 @@ BLOCK_BYTES = 1 << 20  # largest stretch verified and decoded at once (1 MB: sta
 MAX_PERIOD = 256  # records per period considered
 
 
-@dataclass
 class FastScalars:
-    tag: list[str]  # distinct tags in order of first appearance
-    record: np.ndarray  # int64: byte offset of the record each scalar came from
-    tag_id: np.ndarray  # int32 index into `tag`
-    step: np.ndarray  # int64
-    wall_time: np.ndarray  # float64
-    value: np.ndarray  # float64 (f32 simple_value widened exactly; TF2 DT_FLOAT tensor_content widened)
-    other: list[tuple[int, int, int]]  # (record_offset, payload_offset, payload_length), file order
-    problems: list[Problem]  # the same problems the reference walk reports on the same bytes
-    end: int  # same meaning as Framing.end of the reference walk
-    # rows that repeat one period of tags: (first row, periods, tag ids of a period), in row
-    # order; lets the tag column be built by tiling (see tfevents._tag_column). None: not known
-    tag_runs: list[tuple[int, int, np.ndarray]] | None = None
+    """What :func:`decode_scalars` found; one row per fast scalar record, in file order."""
+
+    def __init__(
+        self, tag: list[str], record: np.ndarray, tag_id: np.ndarray, step: np.ndarray, wall_time: np.ndarray,
+        value: np.ndarray, other: list[tuple[int, int, int]], problems: list[Problem], end: int,
+        runs: list[Run] | None = None,
+    ) -> None:
+        self.tag = tag  # distinct tags in order of first appearance
+        self._record = record  # int64: byte offset of the record each scalar came from
+        self._tag_id = tag_id  # int32 index into `tag`
+        self.step = step  # int64
+        self.wall_time = wall_time  # float64
+        self.value = value  # float64 (f32 simple_value widened exactly; TF2 DT_FLOAT tensor_content widened)
+        self.other = other  # (record_offset, payload_offset, payload_length), file order
+        self.problems = problems  # the same problems the reference walk reports on the same bytes
+        self.end = end  # same meaning as Framing.end of the reference walk
+        # rows that repeat one period (see Run), in row order; None: not known. Their record and
+        # tag_id are filled in on first use: most callers never need them (tfevents._tag_column tiles)
+        self.runs = runs
+        self._todo = list(runs or [])
+
+    @property
+    def record(self) -> np.ndarray:
+        self._fill()
+        return self._record
+
+    @property
+    def tag_id(self) -> np.ndarray:
+        self._fill()
+        return self._tag_id
+
+    def tag_id_of(self, lo: int, hi: int) -> np.ndarray:
+        """``tag_id[lo:hi]``, filling in only the runs that overlap those rows."""
+        if any(row < hi and lo < row + c * len(t) for row, c, t, _, _ in self._todo):
+            self._fill()
+        return self._tag_id[lo:hi]
+
+    def _fill(self) -> None:
+        for row, count, tids, rec0, period in self._todo:
+            stop = row + count * len(tids)
+            ff.fill_periodic(self._record[row:stop], rec0, period)
+            ff.fill_periodic(self._tag_id[row:stop], tids, 0)
+        self._todo = []
+
+
+# rows first_row.. of `periods` periods: (first_row, periods, tag ids of a period, record offsets
+# of the first period, period in bytes)
+Run = Tuple[int, int, np.ndarray, np.ndarray, int]
 
 
 @dataclass
@@ -121,7 +161,8 @@ def decode_scalars(
         a = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
     else:
         a = np.frombuffer(memoryview(buf).cast("B"), np.uint8)
-    return _Decoder(a, path, verify).run(start)
+    with np.errstate(invalid="ignore"):  # a signalling NaN f32 is widened (quieted) like C does
+        return _Decoder(a, path, verify).run(start)
 
 
 class _Decoder:
@@ -142,7 +183,7 @@ class _Decoder:
         self.tpl: _Template | None = None  # the period being decoded in bulk
         self.segs: list[tuple[int, int, int]] = []  # its verified stretches: (offset, periods, first row)
         self.queued = 0  # periods in segs
-        self.tag_runs: list[tuple[int, int, np.ndarray]] = []
+        self.runs: list[Run] = []  # rows whose record and tag_id are left to FastScalars._fill
 
     def _tag_id(self, tag: bytes) -> int:
         tid = self.tag_ids.get(tag)
@@ -307,27 +348,26 @@ class _Decoder:
             r0 = segs[0][2]
             direct = r0 + cnt * nf == self.n  # no slow rows between the stretches
             if direct:
-                out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
+                out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.step, self.wall, self.val)]
             else:  # slow rows sit between the stretches: decode aside, then copy into place
-                out = [np.empty((cnt, nf), x.dtype) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
-            rec, tid, step, wall, val = out
+                out = [np.empty((cnt, nf), x.dtype) for x in (self.step, self.wall, self.val)]
+            step, wall, val = out
             cs = np.array([p.c + HEADER for p in fast], np.int64)
-            k = 0
-            for b, c, row in segs:  # rows of a period repeat, shifted by one period: fill by doubling
-                ff.fill_periodic(rec[k : k + c].reshape(-1), b + cs - HEADER, period)
-                self.tag_runs.append((row, c, t.tids))
-                k += c
-            ff.fill_periodic(tid.reshape(-1), t.tids, 0)
+            self.runs += [(row, c, t.tids, b + cs - HEADER, period) for b, c, row in segs]
             wall[:] = ff.fields(blk, "<f8", b0, cnt, period, cs + 1)
-            with np.errstate(invalid="ignore"):  # a signalling NaN is widened (quieted) like C does
-                val[:] = ff.fields(blk, "<f4", b0, cnt, period, cs + [p.layout.value_off for p in fast])
-            for width in {p.layout.s for p in fast}:  # usually one: every record of a step has its width
+            val[:] = ff.fields(blk, "<f4", b0, cnt, period, cs + [p.layout.value_off for p in fast])
+            widths = {p.layout.s for p in fast}
+            for width in widths:  # usually one: every record of a step has its width
                 js = [j for j, p in enumerate(fast) if p.layout.s == width]
-                step[:, js] = ff.decode_steps(blk, b0, cs[js] + 10, width, cnt, period) if width else 0
+                steps = ff.decode_steps(blk, b0, cs[js] + 10, width, cnt, period) if width else 0
+                if len(widths) == 1:
+                    step[:] = steps  # (a plain copy, much faster than the fancy one)
+                else:
+                    step[:, js] = steps
             if not direct:
                 k = 0
                 for _, c, row in segs:
-                    for x, y in zip((self.rec, self.tid, self.step, self.wall, self.val), out):
+                    for x, y in zip((self.step, self.wall, self.val), out):
                         x[row : row + c * nf] = y[k : k + c].reshape(-1)
                     k += c
         bad: list[int] = []
@@ -345,19 +385,20 @@ class _Decoder:
 
     def _result(self, end: int) -> FastScalars:
         n = self.n
-        cols = [self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n]]
-        tags = self.tags
-        if self.bad_rows:
-            keep = ~np.isin(cols[0], np.array(sorted(set(self.bad_rows)), np.int64))
-            cols = [c[keep] for c in cols]
-            # a tag may have lost its first rows (or all of them): renumber by first appearance
-            ids, first = np.unique(cols[1], return_index=True)
-            order = ids[np.argsort(first)]
-            remap = np.zeros(len(tags), np.int32)
-            remap[order] = np.arange(len(order), dtype=np.int32)
-            cols[1] = remap[cols[1]]
-            tags = [tags[i] for i in order]
-            self.tag_runs = None
+        res = FastScalars(self.tags, self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n],
+                          self.other, self.problems, end, self.runs)
         self.problems.sort(key=lambda pr: pr.offset)
         self.other.sort()
-        return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end, tag_runs=self.tag_runs)
+        if not self.bad_rows:
+            return res
+        cols = [res.record, res.tag_id, res.step, res.wall_time, res.value]
+        keep = ~np.isin(cols[0], np.array(sorted(set(self.bad_rows)), np.int64))
+        cols = [c[keep] for c in cols]
+        # a tag may have lost its first rows (or all of them): renumber by first appearance
+        ids, first = np.unique(cols[1], return_index=True)
+        order = ids[np.argsort(first)]
+        remap = np.zeros(len(self.tags), np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        cols[1] = remap[cols[1]]
+        tags = [self.tags[i] for i in order]
+        return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end)
