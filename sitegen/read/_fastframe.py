@@ -163,7 +163,7 @@ def byte_ranges(trow: np.ndarray, mrow: np.ndarray, step_bytes: list[int]) -> tu
 def in_ranges(a: np.ndarray, base: int, count: int, period: int, lo: np.ndarray, hi: np.ndarray) -> bool:
     """Does every byte of the ``count`` periods at ``base`` lie in its range (:func:`byte_ranges`)?"""
     x = a[base : base + count * period]
-    fold = 8 if count >= 8 else 1  # reduce 8 periods as one long row: numpy is faster on long rows
+    fold = min(64, 1 << (count.bit_length() - 1))  # periods reduced as one long row: numpy is faster on long rows
     q = count // fold * fold
     rows = x[: q * period].reshape(-1, fold * period)
     mx = np.maximum.reduce(np.maximum.reduce(rows, axis=0).reshape(fold, period), axis=0)
