@@ -144,12 +144,11 @@ class _Template:
 
     pos: list[_Pos]
     period: int  # bytes
-    trow: np.ndarray  # template bytes, already masked
-    mrow: np.ndarray  # which bits must equal the template's
-    step_bytes: list[int]  # offsets of the last step varint byte of each fast record (must be != 0)
     tids: np.ndarray  # tag ids of the fast positions
     fast: list[_Pos]
-    lo: np.ndarray  # the same constraints as byte ranges: every period's byte i lies in lo[i]..hi[i]
+    # what every later period must repeat (the masked template bytes, the canonical last step
+    # bytes), as byte ranges: byte i of each period lies in lo[i]..hi[i] (see ff.byte_ranges)
+    lo: np.ndarray
     hi: np.ndarray
 
 
@@ -288,12 +287,11 @@ class _Decoder:
         pos = [_Pos(r - first, s[1], s[0] if s[0] else None) for r, s in zip(recs, sigs)]
         mrow = np.concatenate([ff.record_mask(p.layout, p.n) for p in pos])
         fast = [p for p in pos if p.layout is not None]
-        trow = self.a[first:base] & mrow
-        step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]
+        step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]  # must not be 0
         return _Template(
-            pos, base - first, trow, mrow, step_bytes,
+            pos, base - first,
             np.array([self._tag_id(p.layout.tag) for p in fast], np.int32), fast,
-            *ff.byte_ranges(trow, mrow, step_bytes),
+            *ff.byte_ranges(self.a[first:base] & mrow, mrow, step_bytes),
         )
 
     def _stretch(self, t: _Template, base: int) -> int:
@@ -304,9 +302,11 @@ class _Decoder:
             self.tpl = t
         avail = (self.size - base) // period
         cap = 1 << max(0, (BLOCK_BYTES // period).bit_length() - 1)
-        blk = min(16, cap)
+        done = 0
         while avail:
-            cnt = min(blk, avail)
+            # blocks double from 16 periods and land the queue exactly on `cap`: a flush of a power
+            # of two periods is one CRC chunk (each chunk has a fixed cost)
+            cnt = min(max(16, done), cap - self.queued, avail)
             ok = cnt if ff.in_ranges(a, base, cnt, period, t.lo, t.hi) else self._first_mismatch(t, base, cnt)
             if ok:  # reserve the rows now (file order), decode them with the batch
                 self.segs.append((base, ok, self.n))
@@ -314,23 +314,24 @@ class _Decoder:
                 self.queued += ok
                 base += ok * period
                 avail -= ok
+                done += ok
                 if self.queued >= cap:
                     self._flush()
             if ok < cnt:
                 break
-            blk = min(blk * 4, cap)
         return base
 
     def _first_mismatch(self, t: _Template, base: int, cnt: int) -> int:
-        """Index of the first of ``cnt`` periods at ``base`` that does not match ``t``."""
-        a, period = self.a, t.period
-        diff = np.bitwise_xor(a[base : base + cnt * period].reshape(cnt, period), t.trow)
-        diff &= t.mrow
-        ok = int(np.flatnonzero(diff.max(axis=1))[0]) if np.count_nonzero(diff) else cnt
-        for c in t.step_bytes:  # the step varint must be canonical: its last byte is not 0
-            zero = np.flatnonzero(ff.col(a, ff.U8, base + c, ok, period) == 0)
-            ok = int(zero[0]) if zero.size else ok
-        return ok
+        """Index of the first of ``cnt`` periods at ``base`` that does not match ``t`` (one of them
+        does not): bisection with the range check, about one range check of the block in all."""
+        lo, hi = 0, cnt  # periods before lo match; one in lo..hi-1 does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ff.in_ranges(self.a, base + lo * t.period, mid - lo, t.period, t.lo, t.hi):
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _flush(self) -> None:
         """Decode the queued periods of the current template as one contiguous batch."""
