@@ -344,7 +344,6 @@ class _Decoder:
             blk, b0 = a, segs[0][0]
         else:  # copy the stretches side by side: then every field is one strided view
             blk, b0 = np.concatenate([a[b : b + c * period] for b, c, _ in segs]), 0
-        starts = np.concatenate([np.arange(b, b + c * period, period, dtype=np.int64) for b, c, _ in segs])
         if nf:
             r0 = segs[0][2]
             direct = r0 + cnt * nf == self.n  # no slow rows between the stretches
@@ -375,14 +374,24 @@ class _Decoder:
         if self.verify:
             for off in ff.crc_block_bad(blk, b0, period, cnt, [(p.c, p.n) for p in t.pos]):
                 k, c = divmod(off - b0, period)
-                bad.append(int(starts[k]) + c)
+                bad.append(self._period_start(segs, k, period) + c)
                 self._problem(bad[-1], "bad-crc", "bad payload checksum; record skipped")
             self.bad_rows += bad
         others = [p.c for p in t.pos if p.layout is None]
         if others:
             skip = set(bad)
             n_of = {p.c: p.n for p in t.pos}
-            self.other += [(o, o + HEADER, n_of[c]) for s0 in starts.tolist() for c in others if (o := s0 + c) not in skip]
+            starts = [b + i * period for b, count, _ in segs for i in range(count)]
+            self.other += [(o, o + HEADER, n_of[c]) for s0 in starts for c in others if (o := s0 + c) not in skip]
+
+    @staticmethod
+    def _period_start(segs: list[tuple[int, int, int]], k: int, period: int) -> int:
+        """File offset of the ``k``-th period of a batch made of the stretches ``segs``."""
+        for b, c, _ in segs:
+            if k < c:
+                return b + k * period
+            k -= c
+        raise IndexError(k)
 
     def _result(self, end: int) -> FastScalars:
         n = self.n
