@@ -33,12 +33,6 @@ def col(a: np.ndarray, dtype: np.dtype | str, off: int, count: int, stride: int)
     return np.ndarray((count,), dtype=dtype, buffer=a, offset=off, strides=(stride,))
 
 
-def unmask(masked: np.ndarray) -> np.ndarray:
-    """Inverse of the TFRecord CRC mask, vectorized (uint32 in, uint32 out)."""
-    r = masked.astype(np.uint32) - _MASK_DELTA
-    return (r << np.uint32(15)) | (r >> np.uint32(17))
-
-
 def crc_ok(a: np.ndarray, off: int, length: int) -> bool:
     """Does the payload CRC of the record at ``off`` (payload ``length`` bytes) check out?"""
     stored = struct.unpack_from("<I", a, off + HEADER + length)[0]
