@@ -13,8 +13,9 @@ record *shapes* (length, tag, step varint width) repeats with some period of ``p
 1. walks records one at a time (the reference damage policy, mirrored in :mod:`._fastframe`) and
    classifies each payload; as soon as the last ``2p`` shapes repeat (and the period holds at
    least one fast record), it
-2. predicts the following periods and checks them in blocks of up to 1 MB with one vectorized
-   masked compare of the block against the last walked period: length and length-CRC bytes,
+2. predicts the following periods and checks them in blocks of up to 1 MB against the last
+   walked period, as per-byte ranges checked by one min and one max reduction over the block's
+   periods (read-only passes, cheaper than a masked compare): length and length-CRC bytes,
    every fixed payload byte (field tags, lengths, tag bytes, TF2 tensor/metadata bytes), the
    continuation bits of the step varint and a non-zero last step byte (canonical varint). Only
    wall_time, the step's value bits, the f32 and the payload CRC may vary. Records of the
@@ -24,8 +25,10 @@ record *shapes* (length, tag, step varint width) repeats with some period of ``p
    step 1 resumes at the first differing period, and after each walked record the same template
    is tried again, so an interleaved image costs one walked record, not a new period search;
 3. decodes the accepted runs of one template in batches of up to 1 MB (copied side by side when
-   records interrupted them): wall_time, step and value of each period position are strided
-   numpy views, written into the reserved rows, and
+   records interrupted them): wall_time, step and value of every period position are gathered
+   by one fancy index over an overlapping view each, written into the reserved rows (the record
+   offsets and tag ids of such runs are arithmetic: they are left to ``FastScalars`` to fill in
+   on first use, and ``tfevents`` tiles the tag column from them), and
 4. (``verify=True``) checks payload CRCs in bulk, see below.
 
 Falls back to the per-record walk: at the start of a file, after every break of the pattern
@@ -49,7 +52,8 @@ the CRC of the XOR of the payloads, up to a constant (the CRC of that many zero 
 number is even. So the decoder XORs whole periods of a verified block together and checks every
 record position with one CRC call. Identical damage in several records would cancel in an XOR,
 so each power-of-two chunk of periods is also checked on every "bit b of the period index is
-set" subset (one XOR tree, ~2x the memory traffic of a single XOR). Any 1, 2 or 3 damaged records
+set" subset (two read-only reductions of the chunk give them all, see
+``_fastframe._subset_xors``). Any 1, 2 or 3 damaged records
 of one (chunk, position) group are therefore always detected. Residual risk: damage is missed
 if >= 4 records of one group carry exactly the same error syndrome (e.g. the same bit flipped
 at the same byte) at indices that cancel on every subset (e.g. indices 0-3), or by a CRC32C
@@ -62,6 +66,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Tuple
 
 import numpy as np
 
@@ -73,17 +78,55 @@ BLOCK_BYTES = 1 << 20  # largest stretch verified and decoded at once (1 MB: sta
 MAX_PERIOD = 256  # records per period considered
 
 
-@dataclass
 class FastScalars:
-    tag: list[str]  # distinct tags in order of first appearance
-    record: np.ndarray  # int64: byte offset of the record each scalar came from
-    tag_id: np.ndarray  # int32 index into `tag`
-    step: np.ndarray  # int64
-    wall_time: np.ndarray  # float64
-    value: np.ndarray  # float64 (f32 simple_value widened exactly; TF2 DT_FLOAT tensor_content widened)
-    other: list[tuple[int, int, int]]  # (record_offset, payload_offset, payload_length), file order
-    problems: list[Problem]  # the same problems the reference walk reports on the same bytes
-    end: int  # same meaning as Framing.end of the reference walk
+    """What :func:`decode_scalars` found; one row per fast scalar record, in file order."""
+
+    def __init__(
+        self, tag: list[str], record: np.ndarray, tag_id: np.ndarray, step: np.ndarray, wall_time: np.ndarray,
+        value: np.ndarray, other: list[tuple[int, int, int]], problems: list[Problem], end: int,
+        runs: list[Run] | None = None,
+    ) -> None:
+        self.tag = tag  # distinct tags in order of first appearance
+        self._record = record  # int64: byte offset of the record each scalar came from
+        self._tag_id = tag_id  # int32 index into `tag`
+        self.step = step  # int64
+        self.wall_time = wall_time  # float64
+        self.value = value  # float64 (f32 simple_value widened exactly; TF2 DT_FLOAT tensor_content widened)
+        self.other = other  # (record_offset, payload_offset, payload_length), file order
+        self.problems = problems  # the same problems the reference walk reports on the same bytes
+        self.end = end  # same meaning as Framing.end of the reference walk
+        # rows that repeat one period (see Run), in row order; None: not known. Their record and
+        # tag_id are filled in on first use: most callers never need them (tfevents._tag_column tiles)
+        self.runs = runs
+        self._todo = list(runs or [])
+
+    @property
+    def record(self) -> np.ndarray:
+        self._fill()
+        return self._record
+
+    @property
+    def tag_id(self) -> np.ndarray:
+        self._fill()
+        return self._tag_id
+
+    def tag_id_of(self, lo: int, hi: int) -> np.ndarray:
+        """``tag_id[lo:hi]``, filling in only the runs that overlap those rows."""
+        if any(row < hi and lo < row + c * len(t) for row, c, t, _, _ in self._todo):
+            self._fill()
+        return self._tag_id[lo:hi]
+
+    def _fill(self) -> None:
+        for row, count, tids, rec0, period in self._todo:
+            stop = row + count * len(tids)
+            ff.fill_periodic(self._record[row:stop], rec0, period)
+            ff.fill_periodic(self._tag_id[row:stop], tids, 0)
+        self._todo = []
+
+
+# rows first_row.. of `periods` periods: (first_row, periods, tag ids of a period, record offsets
+# of the first period, period in bytes)
+Run = Tuple[int, int, np.ndarray, np.ndarray, int]
 
 
 @dataclass
@@ -101,11 +144,12 @@ class _Template:
 
     pos: list[_Pos]
     period: int  # bytes
-    trow: np.ndarray  # template bytes, already masked
-    mrow: np.ndarray  # which bits must equal the template's
-    step_bytes: list[int]  # offsets of the last step varint byte of each fast record (must be != 0)
     tids: np.ndarray  # tag ids of the fast positions
     fast: list[_Pos]
+    # what every later period must repeat (the masked template bytes, the canonical last step
+    # bytes), as byte ranges: byte i of each period lies in lo[i]..hi[i] (see ff.byte_ranges)
+    lo: np.ndarray
+    hi: np.ndarray
 
 
 def decode_scalars(
@@ -116,7 +160,8 @@ def decode_scalars(
         a = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
     else:
         a = np.frombuffer(memoryview(buf).cast("B"), np.uint8)
-    return _Decoder(a, path, verify).run(start)
+    with np.errstate(invalid="ignore"):  # a signalling NaN f32 is widened (quieted) like C does
+        return _Decoder(a, path, verify).run(start)
 
 
 class _Decoder:
@@ -137,6 +182,7 @@ class _Decoder:
         self.tpl: _Template | None = None  # the period being decoded in bulk
         self.segs: list[tuple[int, int, int]] = []  # its verified stretches: (offset, periods, first row)
         self.queued = 0  # periods in segs
+        self.runs: list[Run] = []  # rows whose record and tag_id are left to FastScalars._fill
 
     def _tag_id(self, tag: bytes) -> int:
         tid = self.tag_ids.get(tag)
@@ -241,10 +287,11 @@ class _Decoder:
         pos = [_Pos(r - first, s[1], s[0] if s[0] else None) for r, s in zip(recs, sigs)]
         mrow = np.concatenate([ff.record_mask(p.layout, p.n) for p in pos])
         fast = [p for p in pos if p.layout is not None]
+        step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]  # must not be 0
         return _Template(
-            pos, base - first, self.a[first:base] & mrow, mrow,
-            [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s],
+            pos, base - first,
             np.array([self._tag_id(p.layout.tag) for p in fast], np.int32), fast,
+            *ff.byte_ranges(self.a[first:base] & mrow, mrow, step_bytes),
         )
 
     def _stretch(self, t: _Template, base: int) -> int:
@@ -255,27 +302,36 @@ class _Decoder:
             self.tpl = t
         avail = (self.size - base) // period
         cap = 1 << max(0, (BLOCK_BYTES // period).bit_length() - 1)
-        blk = min(16, cap)
+        done = 0
         while avail:
-            cnt = min(blk, avail)
-            diff = np.bitwise_xor(a[base : base + cnt * period].reshape(cnt, period), t.trow)
-            diff &= t.mrow
-            ok = int(np.flatnonzero(diff.max(axis=1))[0]) if np.count_nonzero(diff) else cnt
-            for c in t.step_bytes:  # the step varint must be canonical: its last byte is not 0
-                zero = np.flatnonzero(ff.col(a, ff.U8, base + c, ok, period) == 0)
-                ok = int(zero[0]) if zero.size else ok
+            # blocks double from 16 periods and land the queue exactly on `cap`: a flush of a power
+            # of two periods is one CRC chunk (each chunk has a fixed cost)
+            cnt = min(max(16, done), cap - self.queued, avail)
+            ok = cnt if ff.in_ranges(a, base, cnt, period, t.lo, t.hi) else self._first_mismatch(t, base, cnt)
             if ok:  # reserve the rows now (file order), decode them with the batch
                 self.segs.append((base, ok, self.n))
                 self.n += ok * len(t.fast)
                 self.queued += ok
                 base += ok * period
                 avail -= ok
+                done += ok
                 if self.queued >= cap:
                     self._flush()
             if ok < cnt:
                 break
-            blk = min(blk * 4, cap)
         return base
+
+    def _first_mismatch(self, t: _Template, base: int, cnt: int) -> int:
+        """Index of the first of ``cnt`` periods at ``base`` that does not match ``t`` (one of them
+        does not): bisection with the range check, about one range check of the block in all."""
+        lo, hi = 0, cnt  # periods before lo match; one in lo..hi-1 does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ff.in_ranges(self.a, base + lo * t.period, mid - lo, t.period, t.lo, t.hi):
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _flush(self) -> None:
         """Decode the queued periods of the current template as one contiguous batch."""
@@ -288,56 +344,71 @@ class _Decoder:
             blk, b0 = a, segs[0][0]
         else:  # copy the stretches side by side: then every field is one strided view
             blk, b0 = np.concatenate([a[b : b + c * period] for b, c, _ in segs]), 0
-        starts = np.concatenate([np.arange(b, b + c * period, period, dtype=np.int64) for b, c, _ in segs])
         if nf:
             r0 = segs[0][2]
             direct = r0 + cnt * nf == self.n  # no slow rows between the stretches
             if direct:
-                out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
+                out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.step, self.wall, self.val)]
             else:  # slow rows sit between the stretches: decode aside, then copy into place
-                out = [np.empty((cnt, nf), x.dtype) for x in (self.rec, self.tid, self.step, self.wall, self.val)]
-            rec, tid, step, wall, val = out
-            np.add(starts[:, None], np.array([p.c for p in fast], np.int64), out=rec)
-            tid[:] = t.tids
-            for j, p in enumerate(fast):
-                lay, o = p.layout, b0 + p.c
-                wall[:, j] = ff.col(blk, "<f8", o + HEADER + 1, cnt, period)
-                with np.errstate(invalid="ignore"):  # a signalling NaN is widened (quieted) like C does
-                    val[:, j] = ff.col(blk, "<f4", o + HEADER + lay.value_off, cnt, period)
-                step[:, j] = ff.decode_steps(blk, o + HEADER + 10, lay.s, cnt, period) if lay.s else 0
+                out = [np.empty((cnt, nf), x.dtype) for x in (self.step, self.wall, self.val)]
+            step, wall, val = out
+            cs = np.array([p.c + HEADER for p in fast], np.int64)
+            self.runs += [(row, c, t.tids, b + cs - HEADER, period) for b, c, row in segs]
+            wall[:] = ff.fields(blk, "<f8", b0, cnt, period, cs + 1)
+            val[:] = ff.fields(blk, "<f4", b0, cnt, period, cs + [p.layout.value_off for p in fast])
+            widths = {p.layout.s for p in fast}
+            for width in widths:  # usually one: every record of a step has its width
+                js = [j for j, p in enumerate(fast) if p.layout.s == width]
+                steps = ff.decode_steps(blk, b0, cs[js] + 10, width, cnt, period) if width else 0
+                if len(widths) == 1:
+                    step[:] = steps  # (a plain copy, much faster than the fancy one)
+                else:
+                    step[:, js] = steps
             if not direct:
                 k = 0
                 for _, c, row in segs:
-                    for x, y in zip((self.rec, self.tid, self.step, self.wall, self.val), out):
+                    for x, y in zip((self.step, self.wall, self.val), out):
                         x[row : row + c * nf] = y[k : k + c].reshape(-1)
                     k += c
         bad: list[int] = []
         if self.verify:
             for off in ff.crc_block_bad(blk, b0, period, cnt, [(p.c, p.n) for p in t.pos]):
                 k, c = divmod(off - b0, period)
-                bad.append(int(starts[k]) + c)
+                bad.append(self._period_start(segs, k, period) + c)
                 self._problem(bad[-1], "bad-crc", "bad payload checksum; record skipped")
             self.bad_rows += bad
         others = [p.c for p in t.pos if p.layout is None]
         if others:
             skip = set(bad)
             n_of = {p.c: p.n for p in t.pos}
-            self.other += [(o, o + HEADER, n_of[c]) for s0 in starts.tolist() for c in others if (o := s0 + c) not in skip]
+            starts = [b + i * period for b, count, _ in segs for i in range(count)]
+            self.other += [(o, o + HEADER, n_of[c]) for s0 in starts for c in others if (o := s0 + c) not in skip]
+
+    @staticmethod
+    def _period_start(segs: list[tuple[int, int, int]], k: int, period: int) -> int:
+        """File offset of the ``k``-th period of a batch made of the stretches ``segs``."""
+        for b, c, _ in segs:
+            if k < c:
+                return b + k * period
+            k -= c
+        raise IndexError(k)
 
     def _result(self, end: int) -> FastScalars:
         n = self.n
-        cols = [self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n]]
-        tags = self.tags
-        if self.bad_rows:
-            keep = ~np.isin(cols[0], np.array(sorted(set(self.bad_rows)), np.int64))
-            cols = [c[keep] for c in cols]
-            # a tag may have lost its first rows (or all of them): renumber by first appearance
-            ids, first = np.unique(cols[1], return_index=True)
-            order = ids[np.argsort(first)]
-            remap = np.zeros(len(tags), np.int32)
-            remap[order] = np.arange(len(order), dtype=np.int32)
-            cols[1] = remap[cols[1]]
-            tags = [tags[i] for i in order]
+        res = FastScalars(self.tags, self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n],
+                          self.other, self.problems, end, self.runs)
         self.problems.sort(key=lambda pr: pr.offset)
         self.other.sort()
+        if not self.bad_rows:
+            return res
+        cols = [res.record, res.tag_id, res.step, res.wall_time, res.value]
+        keep = ~np.isin(cols[0], np.array(sorted(set(self.bad_rows)), np.int64))
+        cols = [c[keep] for c in cols]
+        # a tag may have lost its first rows (or all of them): renumber by first appearance
+        ids, first = np.unique(cols[1], return_index=True)
+        order = ids[np.argsort(first)]
+        remap = np.zeros(len(self.tags), np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        cols[1] = remap[cols[1]]
+        tags = [self.tags[i] for i in order]
         return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end)
