@@ -60,17 +60,18 @@ def common_key(job: Any) -> str:
 
 def run_key(job: Any, common: str | None = None) -> str:
     """Everything a run's page depends on: code, config, options, its log files and its folder
-    (``common``: :func:`common_key` of the build, computed once)."""
+    (``common``: :func:`common_key` of the build, computed once). Paths are absolute, so
+    ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages."""
     fam = []
     for s in job.family:
         files = []
         for f in s.files:
             try:
                 st = f.stat()
-                files.append([str(f), st.st_size, st.st_mtime_ns])
+                files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
             except OSError:
-                files.append([str(f), -1, -1])
-        fam.append([s.name, s.format, str(s.directory), s.parent, files])
+                files.append([os.path.abspath(f), -1, -1])
+        fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
     doc = [
         common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam,
         _folder_listing(job.family[0].directory, job.nested_dirs),
@@ -105,7 +106,7 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
     ids, steps, walls, values, levels = [], [], [], [], []
     for i, ln in enumerate(run.lines):
         s = ln.series
-        lines.append({"tag": ln.tag, "label": ln.label, "stats": asdict(s.stats), "thinned": s.thinned})
+        lines.append({"tag": ln.tag, "label": ln.label, "stats": dict(vars(s.stats)), "thinned": s.thinned})  # asdict: 10x slower
         ids.append(np.full(len(s.step), i, dtype=np.int32))
         steps.append(s.step)
         walls.append(s.wall_time)

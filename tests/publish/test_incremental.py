@@ -96,3 +96,14 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
     build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache", source_date_epoch=1)
     assert files(tmp_path / "a") == first
     assert b'"ap"' in first["compare/all/data.js"] and b'"f4"' in first["compare/all/data.js"]
+
+
+def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(archive.parent)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(Path(archive.name), out, config=Config(), cache=cache)
+    before = _files(out)
+    build(archive.resolve(), out, config=Config(), cache=cache)
+    after = _files(out)
+    pages = [rel for rel in before if rel.startswith("runs/")]
+    assert pages and all(after[rel] == before[rel] for rel in pages)  # the same files, linked
