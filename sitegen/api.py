@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .model import SCALARS_SCHEMA, ReadOptions, RunData
+from .model import SCALARS_SCHEMA, ReadOptions, RunData, empty_table
 from .read import READERS
 from .scan import scan
 
@@ -46,5 +46,5 @@ def read_scalars(path: str | Path, *, options: ReadOptions = ReadOptions()) -> p
         t = run.scalars
         tables.append(t.add_column(0, "run", _repeat_string(run.name, t.num_rows)))
     if not tables:
-        return SCALARS_SCHEMA.empty_table()
+        return empty_table(SCALARS_SCHEMA)
     return pa.concat_tables(tables).cast(SCALARS_SCHEMA)

@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import Problem, read_regular, scalar_problems
-from ..model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile
+from ..model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile, empty_table
 
 FORMAT = "tabular"
 
@@ -180,7 +180,7 @@ class _Out:
 
     def table(self) -> pa.Table:
         if not self.values:
-            return RUN_SCALARS_SCHEMA.empty_table()
+            return empty_table(RUN_SCALARS_SCHEMA)
         return pa.table(
             {
                 "tag": pa.concat_arrays([self._tag_array(t) for t in self.tags]),

@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..errors import Problem, read_regular, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA,
+    empty_table,
     Audio,
     Curve,
     Embedding,
@@ -132,7 +133,7 @@ def wall_time(ts: int) -> float:
 def scalars_table(w: Walk) -> pa.Table:
     """The walk's scalars as one table; the numeric columns come out of the walk ready."""
     if not w.chunks:
-        return RUN_SCALARS_SCHEMA.empty_table()
+        return empty_table(RUN_SCALARS_SCHEMA)
     return pa.Table.from_arrays([_tag_column(w), *map(pa.array, w.columns)], schema=RUN_SCALARS_SCHEMA)
 
 
