@@ -10,6 +10,7 @@ A step written twice (a resumed run) is drawn with its newest value; the raw tab
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,8 +28,11 @@ try:
     from tsdownsample._rust._tsdownsample_rs import minmaxlttb as _mml
 
     _KERNEL = _mml.sequential.downsample_i64_f64
+    from tsdownsample._rust._tsdownsample_rs import minmax as _mm
+
+    _MINMAX = _mm.sequential.downsample_f64  # min and max per bucket in one pass; skips NaN
 except (ImportError, AttributeError):  # pragma: no cover - other tsdownsample versions
-    _KERNEL = None
+    _KERNEL = _MINMAX = None
 MINMAX_RATIO = 4  # tsdownsample's default
 
 
@@ -120,14 +124,23 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
         raise ValueError("downsample: empty series")
     base = newest_per_step(step)
     s, v = (step, value) if base is None else (step[base], value[base])
-    finite = np.isfinite(v)
-    all_finite = bool(finite.all())
-    bad = None if all_finite else np.flatnonzero(~finite)
     keep = [np.array([0, len(s) - 1])]
-    lo = hi = None
-    if bad is not None:
-        keep.append(bad)
-    if bad is None or len(bad) < len(v):
+    quick = _quick_scan(v) if len(s) > n_out else None
+    if quick is not None:  # a long series with no infinity: three passes instead of six
+        lo, hi, bad = quick
+        all_finite = bad is None
+        if bad is not None:
+            keep.append(bad)
+        # both kernels skip NaN, so the values need no filling
+        keep.append(np.concatenate([[lo, hi], _shape_indices(s, v, n_out - 8)]))
+    else:
+        finite = np.isfinite(v)
+        all_finite = bool(finite.all())
+        bad = None if all_finite else np.flatnonzero(~finite)
+        lo = hi = None
+        if bad is not None:
+            keep.append(bad)
+    if quick is None and (bad is None or len(bad) < len(v)):
         # Non-finite points are kept as markers anyway; for choosing the rest, each is given its
         # finite neighbour's value, which costs O(non-finite) instead of compacting every array.
         fv = v if bad is None else _filled(v, bad)
@@ -156,6 +169,35 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
         # duplicates may hide an older extreme from the drawn series; stats are over every record
         st = _raw_extremes(st, step, value, value[np.isfinite(value)])
     return Series(step[orig], wall_time[orig], value[orig], st, len(idx) < len(s))
+
+
+def _quick_scan(v: np.ndarray) -> tuple[int, int, np.ndarray | None] | None:
+    """(argmin, argmax of the finite values, non-finite positions or None) of a long series
+    with no infinity, in a NaN-propagating min pass and one Rust min/max pass (which skips
+    NaN); None when there is an infinity, no finite value or no kernel (the general path)."""
+    if _MINMAX is None or _KERNEL is None or len(v) < 8:
+        return None
+    v = np.ascontiguousarray(v)
+    cand = np.asarray(_MINMAX(v, 4), dtype=np.int64)
+    lo, hi = int(cand[np.argmin(v[cand])]), int(cand[np.argmax(v[cand])])
+    if not (math.isfinite(v[lo]) and math.isfinite(v[hi])):
+        return None
+    bad = _nan_positions(v)
+    return (lo, hi, bad) if bad is None or len(bad) < len(v) else None
+
+
+NAN_BLOCK = 1 << 16
+
+
+def _nan_positions(v: np.ndarray) -> np.ndarray | None:
+    """Positions of NaN values (None: there are none), in one pass: a NaN-propagating min per
+    cache-sized block, positions looked up only in blocks that have one."""
+    out = []
+    for a in range(0, len(v), NAN_BLOCK):
+        block = v[a : a + NAN_BLOCK]
+        if math.isnan(float(block.min())):
+            out.append(np.flatnonzero(np.isnan(block)) + a)
+    return np.concatenate(out) if out else None
 
 
 def _filled(v: np.ndarray, bad: np.ndarray) -> np.ndarray:

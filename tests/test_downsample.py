@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +122,37 @@ def test_comparison_levels_keep_what_matters_at_every_resolution():
         keep = np.flatnonzero(bits & (1 << k))
         assert len(keep) <= n + 8
         assert {0, 499, 123, 321, 400, int(np.argmin(np.where(finite, value, np.inf)))} <= set(keep.tolist()), n
+
+
+@pytest.mark.parametrize("case", ["nan-scattered", "nan-ends", "nan-block", "inf", "ties"])
+def test_long_series_fast_scan_keeps_what_matters(case):
+    """Long series take the quick scan (Rust min/max, no filled copy) unless they hold an
+    infinity; either way NaN/inf, first, last, min and max survive with exact stats."""
+    rng = np.random.default_rng(11)
+    n = 300_000
+    step = np.arange(n, dtype=np.int64) * 2
+    value = rng.standard_normal(n)
+    if case == "nan-scattered":
+        value[rng.integers(0, n, 50)] = np.nan
+    elif case == "nan-ends":
+        value[0] = value[-1] = np.nan
+    elif case == "nan-block":
+        value[65_536:2 * 65_536 + 7] = np.nan
+    elif case == "inf":
+        value[10] = np.inf
+        value[20] = -np.inf
+        value[30] = np.nan
+    else:
+        value = np.round(value)  # many equal minima and maxima: the first one is reported
+    s = downsample(step, step * 0.5, value, 2000)
+    finite = np.isfinite(value)
+    bad = np.flatnonzero(~finite)
+    assert set((bad * 2).tolist()) <= set(s.step.tolist())
+    assert s.step[0] == 0 and s.step[-1] == 2 * (n - 1)
+    masked = np.where(finite, value, np.inf)
+    lo = int(np.argmin(masked))
+    hi = int(np.argmax(np.where(finite, value, -np.inf)))
+    assert (s.stats.min_step, s.stats.min_value) == (2 * lo, value[lo])
+    assert (s.stats.max_step, s.stats.max_value) == (2 * hi, value[hi])
+    assert s.stats.nan == int(np.isnan(value).sum()) and s.stats.count == n
+    assert len(s.step) - len(bad) <= 2000
