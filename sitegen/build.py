@@ -276,6 +276,7 @@ def build(
             results[i] = replace(result, files={}, run=summary.without_points(result.run) if kept else result.run)
             if kept:
                 stored.add(result.run.slug)
+
         done = [r for r in results if r is not None]
         for r, key in zip(done, keys):
             run_keys[r.run.slug] = key
@@ -294,15 +295,13 @@ def build(
         def points(run: SiteRun) -> list[ChartLine]:
             if run.slug not in stored:
                 return run.lines
-            got = store.get_summary(run_keys[run.slug])
-            if got is None:
+            table = store.get_points(run_keys[run.slug])
+            if table is None:
                 raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
-            return summary.lines_of(*got)
+            return summary.with_points(run.lines, table)
 
-        cross = render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems,
-                                   skip=frozenset(skip), points=points)
-        for rel, data in sorted(cross.items()):
-            stage.write(rel, data)
+        render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems,
+                           skip=frozenset(skip), points=points, write=stage.write)
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         stage.write(manifest.MANIFEST, manifest.make_from_hashes(

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 from markdown_it import MarkdownIt
@@ -213,18 +213,24 @@ def run_files(run: SiteRun, hp: dict[str, HParamValue], config: Config, urls: di
 
 
 def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
-                problems: list[Problem], *, skip: frozenset = frozenset(), points: compare.Points | None = None) -> dict[str, bytes]:
+                problems: list[Problem], *, skip: frozenset = frozenset(), points: compare.Points | None = None,
+                write: Callable[[str, bytes], None] | None = None) -> dict[str, bytes]:
     """The index and every comparison page, from the runs' summaries; groups whose slug is in
     ``skip`` are not drawn (their pages are reused from the previous build). ``points``: see
-    :func:`sitegen.compare.overlay_data`."""
+    :func:`sitegen.compare.overlay_data`. ``write(rel, data)``: called for each file as soon as
+    it is drawn (a large archive has hundreds of comparison pages of up to 2 MB: holding them
+    all made memory grow with the archive); without it, the files are returned."""
     env, _ = _page_context(config.language)
     common = _common(config)
     files: dict[str, bytes] = {}
+    emit = write or files.__setitem__
     groups = compare.groups(runs)
     for g in groups:
         if g.slug not in skip:
-            files.update(_compare_page(env, g, runs, hps, config, assets, common, points))
-    files.update(_index(env, runs, hps, groups, config, assets, common, problems))
+            for rel, data in _compare_page(env, g, runs, hps, config, assets, common, points).items():
+                emit(rel, data)
+    for rel, data in _index(env, runs, hps, groups, config, assets, common, problems).items():
+        emit(rel, data)
     return files
 
 

@@ -167,6 +167,16 @@ class Store:
         except (OSError, ValueError, pa.ArrowException):
             return None
 
+    def get_points(self, key: str) -> pa.Table | None:
+        """Only the points table of a run's summary (memory-mapped)."""
+        if self.root is None:
+            return None
+        try:
+            with ipc.open_file(pa.memory_map(str(self.root / "runs" / key[:2] / key / "lines.arrow"))) as reader:
+                return reader.read_all()
+        except (OSError, pa.ArrowException):
+            return None
+
     def _entry_dir(self, path: Path) -> Path:
         assert self.root is not None
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()

@@ -166,6 +166,19 @@ def lines_of(doc: dict, table: pa.Table | None) -> list[ChartLine]:
     ]
 
 
+def with_points(lines: list[ChartLine], table: pa.Table) -> list[ChartLine]:
+    """``lines`` (statistics only) with their points from a summary's points table."""
+    from dataclasses import replace
+
+    line_ids = table.column("line").to_numpy()
+    bounds = np.searchsorted(line_ids, np.arange(len(lines) + 1))
+    step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
+    levels = table.column("levels").to_numpy() if "levels" in table.column_names else None
+    return [ChartLine(ln.tag, ln.label, replace(ln.series, step=step[a:b], wall_time=wall[a:b], value=value[a:b],
+                                                levels=None if levels is None else levels[a:b]))
+            for ln, a, b in zip(lines, bounds[:-1], bounds[1:])]
+
+
 def without_points(run: SiteRun) -> SiteRun:
     """``run`` with its lines' statistics only (their points are in the store)."""
     from dataclasses import replace
