@@ -12,7 +12,6 @@ from typing import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-import pyarrow.compute as pc
 
 from . import compare, executors, manifest, publish, remote, render, summary
 from .config import Config
@@ -99,6 +98,7 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
 
 def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
     """A run as the site shows it: its sub-runs folded in and every chart line prepared."""
+    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     lines = _lines(data, "", config, source.name)
     for sub in subs:
         lines += _lines(sub, None, config, source.name)

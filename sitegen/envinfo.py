@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .hparams import base_tag, parse_config, text_value
@@ -163,6 +162,7 @@ def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path]
 def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.Table:
     """Every scalar record of the run and its sub-runs, full resolution, grouped by series and
     tag (in write order within each)."""
+    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     parts = []
     for d, label in zip(datas, labels):
         t = d.scalars

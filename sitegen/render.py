@@ -15,10 +15,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import jinja2
-from markdown_it import MarkdownIt
 
 from . import __version__, charts, compare, vega
 from .config import Config
@@ -28,6 +26,10 @@ from .i18n import js_messages, translator
 from .model import HParamValue, SiteRun
 from .resources import templates_dir
 from .store import Store
+
+if TYPE_CHECKING:
+    import jinja2
+    from markdown_it import MarkdownIt
 
 RESOURCE_PREFIXES = ("sys/", "system/", "gpu/", "memory/", "mem/", "cpu/", "resources/")
 
@@ -49,6 +51,8 @@ def _safe_link(url: str) -> bool:
 
 
 def markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # lazy, like jinja2: a rebuild that changes nothing needs neither
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
     md.validateLink = _safe_link
     return md
@@ -96,6 +100,8 @@ def sort_key(v: Any) -> str:
 
 
 def _env(language: str = "en") -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=True,

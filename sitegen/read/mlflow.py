@@ -42,7 +42,6 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from ..errors import Problem, read_regular, scalar_problems
 from ..model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
@@ -494,6 +493,7 @@ _LAYOUTS = (
 
 def _bulk(body: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Parse newline-terminated lines that all share one layout, or None."""
+    import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
     for names in _LAYOUTS:
         types = {"ts": pa.int64(), "value": pa.float64(), "step": pa.int64()}
         types.update({n: pa.string() for n in names if n not in types})

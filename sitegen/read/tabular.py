@@ -50,8 +50,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
 from ..errors import Problem, read_regular, scalar_problems
 from ..model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile, empty_table
@@ -96,6 +94,7 @@ def _py_float(cell: str) -> float | None:
 
 def _parse_cells(cells: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(values, numeric, empty)`` for a column of text cells (vectorized when all parse)."""
+    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     arr = cells if isinstance(cells, pa.Array) else pa.array(cells, pa.string())
     trimmed = pc.utf8_trim_whitespace(arr)
     empty_arr = pc.equal(trimmed, "")
@@ -126,6 +125,7 @@ def _integral(values: np.ndarray) -> np.ndarray:
 
 def _exact_ints(cells: Any, values: np.ndarray) -> np.ndarray:
     """Whole-number cells as int64, exact beyond 2**53 when they are written as integers."""
+    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     approx = np.nan_to_num(values).astype(np.int64)
     arr = cells if isinstance(cells, pa.Array) else pa.array(cells, pa.string())
     try:
@@ -266,6 +266,7 @@ def _cell(column: Any, i: int) -> str:
 
 
 def _stripped(column: Any) -> np.ndarray:
+    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     if not isinstance(column, pa.Array):
         column = pa.array(column, pa.string())
     return np.asarray(pc.utf8_trim_whitespace(column).to_numpy(zero_copy_only=False), dtype=object)
@@ -332,6 +333,7 @@ def _grid_python(spath: str, data: bytes, dec: _Text, delim: str, problems: list
 
 def _grid_arrow(spath: str, data: bytes, dec: _Text, delim: str) -> _Grid | None:
     """The fast path: pyarrow's CSV parser, all cells as strings; None when in doubt."""
+    import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
     if dec.encoding != "utf-8":
         return None
     body = data[dec.bom:]
