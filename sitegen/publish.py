@@ -71,13 +71,14 @@ def gzip_twin(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=1 if len(data) >= GZIP_FAST_FROM else 6, mtime=0)
 
 
-def _previous_hashes(previous: Path | None) -> dict[str, str]:
-    """``{path: sha256}`` of a previous build's pages and assets, from its manifest."""
+def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
+    """``{path: (sha256, size)}`` of a previous build's pages and assets, from its manifest."""
     if previous is None:
         return {}
     try:
         data = json.loads((previous / "manifest.json").read_text("utf-8"))
-        return {rel: e["sha256"] for rel, e in data["files"].items() if isinstance(e, dict) and "sha256" in e}
+        return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
+                if isinstance(e, dict) and "sha256" in e}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
 
@@ -285,7 +286,8 @@ class Staging:
             os.link(self.previous / safe_relpath(rel), target)
         except OSError:
             return False
-        self.hashes[rel] = (self.old[rel], target.stat().st_size)
+        digest, size = self.old[rel]
+        self.hashes[rel] = (digest, size if size >= 0 else target.stat().st_size)
         return True
 
     def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
@@ -294,7 +296,7 @@ class Staging:
         target = self._target(rel)
         digest = hashlib.sha256(data).hexdigest()
         wants_twin = needs_twin(rel, data)
-        if self.old.get(rel) == digest and (not wants_twin or rel + ".gz" in self.old):
+        if self.old.get(rel, ("",))[0] == digest and (not wants_twin or rel + ".gz" in self.old):
             if self._link(rel, target) and (not wants_twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
                 return
             for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
