@@ -371,10 +371,10 @@ def _previous_runs(previous: Path | None) -> dict[str, str]:
 def _reuse(store: Store, key: str, stage: publish.Staging) -> RunResult | None:
     """A run whose inputs did not change: its summary from the store, its files linked from
     the live build. None when anything is missing (then it is simply drawn again)."""
-    got = store.get_summary(key, points=False)
-    if got is None:
+    doc = store.get_summary(key)
+    if doc is None:
         return None
-    run, hp, files, problems, sources = summary.from_doc(*got)
+    run, hp, files, problems, sources = summary.from_doc(doc)
     linked = []
     for rel in files:
         if not stage.link_previous(rel):

@@ -153,18 +153,15 @@ class Store:
             shutil.rmtree(tmp, ignore_errors=True)
             return False
 
-    def get_summary(self, key: str, *, points: bool = True) -> tuple[dict, pa.Table | None] | None:
-        """A run's summary; ``points=False`` leaves out the lines' points (table None)."""
+    def get_summary(self, key: str) -> dict | None:
+        """A run's summary (its points stay on disk: :meth:`get_points`)."""
         if self.root is None:
             return None
         entry = self.root / "runs" / key[:2] / key
         try:
             doc = json.loads((entry / "summary.json").read_text("utf-8"))
-            if not points:
-                return (doc, None) if (entry / "lines.arrow").is_file() else None
-            with ipc.open_file(pa.memory_map(str(entry / "lines.arrow"))) as reader:
-                return doc, reader.read_all()
-        except (OSError, ValueError, pa.ArrowException):
+            return doc if (entry / "lines.arrow").is_file() else None
+        except (OSError, ValueError):
             return None
 
     def get_points(self, key: str) -> pa.Table | None:

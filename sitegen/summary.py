@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -128,9 +128,13 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
     return doc, table
 
 
-def from_doc(doc: dict, table: pa.Table | None) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
-    """The summary back; ``table`` None: the lines keep their statistics but no points (see
-    :func:`lines_of`)."""
+_NONE_I = np.zeros(0, np.int64)
+_NONE_F = np.zeros(0, np.float64)
+
+
+def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
+    """The summary back; its lines keep their statistics, their points stay in the store (see
+    :func:`with_points`)."""
     r, d = doc["run"], doc["data"]
     data = RunData(
         name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
@@ -139,37 +143,17 @@ def from_doc(doc: dict, table: pa.Table | None) -> tuple[SiteRun, dict, list[str
     )
     run = SiteRun(
         name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data,
-        lines=lines_of(doc, table), start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
+        lines=[ChartLine(ln["tag"], ln["label"], Series(_NONE_I, _NONE_F, _NONE_F, Stats(**ln["stats"]), ln["thinned"]))
+               for ln in doc["lines"]],
+        start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
         directory=None if r["directory"] is None else Path(r["directory"]),
     )
     sources = [SourceFile(Path(p), s, e) for p, s, e in doc["sources"]]
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
 
 
-_NONE_I = np.zeros(0, np.int64)
-_NONE_F = np.zeros(0, np.float64)
-
-
-def lines_of(doc: dict, table: pa.Table | None) -> list[ChartLine]:
-    """A summary's chart lines, with their points from ``table`` (None: statistics only)."""
-    if table is None:
-        return [ChartLine(ln["tag"], ln["label"], Series(_NONE_I, _NONE_F, _NONE_F, Stats(**ln["stats"]), ln["thinned"]))
-                for ln in doc["lines"]]
-    line_ids = table.column("line").to_numpy()
-    bounds = np.searchsorted(line_ids, np.arange(len(doc["lines"]) + 1))
-    step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
-    levels = table.column("levels").to_numpy() if "levels" in table.column_names else None
-    return [
-        ChartLine(ln["tag"], ln["label"], Series(step[a:b], wall[a:b], value[a:b], Stats(**ln["stats"]), ln["thinned"],
-                                                 None if levels is None else levels[a:b]))
-        for ln, a, b in zip(doc["lines"], bounds[:-1], bounds[1:])
-    ]
-
-
 def with_points(lines: list[ChartLine], table: pa.Table) -> list[ChartLine]:
     """``lines`` (statistics only) with their points from a summary's points table."""
-    from dataclasses import replace
-
     line_ids = table.column("line").to_numpy()
     bounds = np.searchsorted(line_ids, np.arange(len(lines) + 1))
     step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
@@ -181,7 +165,5 @@ def with_points(lines: list[ChartLine], table: pa.Table) -> list[ChartLine]:
 
 def without_points(run: SiteRun) -> SiteRun:
     """``run`` with its lines' statistics only (their points are in the store)."""
-    from dataclasses import replace
-
     return replace(run, lines=[ChartLine(ln.tag, ln.label, Series(_NONE_I, _NONE_F, _NONE_F, ln.series.stats, ln.series.thinned))
                                for ln in run.lines])
