@@ -35,7 +35,7 @@ def _kind_codes(values: np.ndarray) -> np.ndarray:
     return codes
 
 
-def _runs(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def runs_of(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start index, length) of each run of equal values, vectorized."""
     if len(codes) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -80,7 +80,7 @@ def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
         iv = v.astype(np.int64)
         if np.abs(iv).max() < MAX_SAFE_INT:
             d = np.diff(iv)
-            starts, counts = _runs(d)
+            starts, counts = runs_of(d)
             if len(starts) * 4 <= len(v):
                 return {"ap": [int(iv[0]), [[int(a), int(b)] for a, b in zip(d[starts].tolist(), counts.tolist())]]}
         if np.abs(iv).max() < 2**31:
@@ -119,7 +119,7 @@ def scalar_rows(series: list[tuple[str, np.ndarray, np.ndarray]]) -> dict[str, A
     step = np.concatenate([np.asarray(s, dtype=np.int64) for _, s, _ in series])
     value = np.concatenate([np.asarray(v, dtype=np.float64) for _, _, v in series])
     codes = _kind_codes(value)
-    starts, counts = _runs(codes)
+    starts, counts = runs_of(codes)
     kinds = run_length([(KINDS[c], n) for c, n in zip(codes[starts].tolist(), counts.tolist())])
     labels = run_length([(label, len(s)) for label, s, _ in series])
     return {"x": numbers(step), "y": numbers(value), "s": labels, "k": kinds}

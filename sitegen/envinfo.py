@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -179,15 +178,12 @@ def csv_columns(table: pa.Table) -> dict:
     """The download table as compact columns (``scalars.js``): the page script writes the CSV
     from them when asked. Writing a CSV per run here cost more than decoding the run, and the
     CSVs were most of the site's size; the script's CSV has every record, exactly."""
-    from .charts import numbers, run_length
+    from .charts import numbers, run_length, runs_of
 
     def labels(col: str) -> dict:
         enc = table.column(col).combine_chunks().dictionary_encode()
         codes = enc.indices.to_numpy(zero_copy_only=False)
-        if len(codes) == 0:
-            return {"rl": []}
-        starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
-        counts = np.diff(np.concatenate([starts, [len(codes)]]))
+        starts, counts = runs_of(codes)
         names = enc.dictionary.to_pylist()
         return run_length([(names[c], n) for c, n in zip(codes[starts].tolist(), counts.tolist())])
 

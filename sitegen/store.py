@@ -138,7 +138,7 @@ class Store:
         """Keep a run's summary (JSON plus one Arrow table) under ``key``; False if it could not."""
         if self.root is None:
             return False
-        entry = self.root / "runs" / key[:2] / key
+        entry = self._summary_dir(key)
         tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
         try:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -157,7 +157,7 @@ class Store:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
         if self.root is None:
             return None
-        entry = self.root / "runs" / key[:2] / key
+        entry = self._summary_dir(key)
         try:
             doc = json.loads((entry / "summary.json").read_text("utf-8"))
             return doc if (entry / "lines.arrow").is_file() else None
@@ -169,10 +169,14 @@ class Store:
         if self.root is None:
             return None
         try:
-            with ipc.open_file(pa.memory_map(str(self.root / "runs" / key[:2] / key / "lines.arrow"))) as reader:
+            with ipc.open_file(pa.memory_map(str(self._summary_dir(key) / "lines.arrow"))) as reader:
                 return reader.read_all()
         except (OSError, pa.ArrowException):
             return None
+
+    def _summary_dir(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / "runs" / key[:2] / key
 
     def _entry_dir(self, path: Path) -> Path:
         assert self.root is not None

@@ -132,6 +132,11 @@ _NONE_I = np.zeros(0, np.int64)
 _NONE_F = np.zeros(0, np.float64)
 
 
+def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
+    """A chart line with its statistics and no points (they wait in the store)."""
+    return ChartLine(tag, label, Series(_NONE_I, _NONE_F, _NONE_F, stats, thinned))
+
+
 def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
     """The summary back; its lines keep their statistics, their points stay in the store (see
     :func:`with_points`)."""
@@ -143,8 +148,7 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     )
     run = SiteRun(
         name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data,
-        lines=[ChartLine(ln["tag"], ln["label"], Series(_NONE_I, _NONE_F, _NONE_F, Stats(**ln["stats"]), ln["thinned"]))
-               for ln in doc["lines"]],
+        lines=[_stats_line(ln["tag"], ln["label"], Stats(**ln["stats"]), ln["thinned"]) for ln in doc["lines"]],
         start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
         directory=None if r["directory"] is None else Path(r["directory"]),
     )
@@ -165,5 +169,4 @@ def with_points(lines: list[ChartLine], table: pa.Table) -> list[ChartLine]:
 
 def without_points(run: SiteRun) -> SiteRun:
     """``run`` with its lines' statistics only (their points are in the store)."""
-    return replace(run, lines=[ChartLine(ln.tag, ln.label, Series(_NONE_I, _NONE_F, _NONE_F, ln.series.stats, ln.series.thinned))
-                               for ln in run.lines])
+    return replace(run, lines=[_stats_line(ln.tag, ln.label, ln.series.stats, ln.series.thinned) for ln in run.lines])
