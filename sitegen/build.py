@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import logging
@@ -145,15 +146,31 @@ class Job:
     urls: dict[str, str]  # asset name -> path from the site root
     nested_dirs: frozenset  # other runs' folders inside this run's folder (not artifacts)
     problems_of: list[Problem]  # scan problems (shown on the page when they concern its files)
+    key: str = ""  # the run's input key: its summary is kept under it
+    out: Output | None = None  # where the worker writes the run's files (None: it returns them)
+
+
+@dataclass
+class Output:
+    """Where a worker writes its run's files itself: the staging folder, the live build and the
+    live manifest's entries for the run's folder (files that did not change are hard-linked).
+    Writing in the workers spreads the cost of creating files over every core."""
+
+    root: Path
+    previous: Path | None
+    old: dict[str, tuple[str, int]]
 
 
 @dataclass
 class RunResult:
     run: SiteRun  # light: bulk payloads dropped, lines thinned for comparison pages
     hparams: dict
-    files: dict[str, bytes]  # the run's own pages and media
+    files: dict[str, bytes]  # the run's own pages and media (empty once written)
     problems: list[Problem]
     sources: list[SourceFile]
+    digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
+    written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
+    stored: bool = False  # the summary is in the store (the run's points are read from there)
 
 
 def light(run: SiteRun) -> SiteRun:
@@ -176,7 +193,41 @@ def light(run: SiteRun) -> SiteRun:
 
 
 def process(job: Job) -> RunResult:
-    """Read one run family, draw its page and reduce it to a summary (runs in a worker)."""
+    """Read one run family, draw its page and reduce it to a summary (runs in a worker); with
+    ``job.out``, also write the page and keep the summary in the store."""
+    result = draw(job)
+    if job.out is None:
+        return result
+    writer = publish.Writer(job.out.root, job.out.previous, job.out.old, replace=True)
+    pages = page_names(result.files)
+    for rel in pages:
+        writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+    kept = Store(job.cache).put_summary(job.key, *summary.to_doc(
+        result.run, result.hparams, pages, result.problems, result.sources, result.digests))
+    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run,
+                   written=writer.hashes, stored=kept)
+
+
+def page_names(files: dict[str, bytes]) -> list[str]:
+    """The files of a run, without the ``.gz`` twins made beside them."""
+    return sorted(rel for rel in files if not (rel.endswith(".gz") and rel[:-3] in files))
+
+
+def source_digests(sources: list[SourceFile]) -> dict[str, tuple[str, int]]:
+    """SHA-256 of each log file over the bytes that were read, for the manifest: hashed here, in
+    the worker that just read the file, instead of reading the whole archive again in the main
+    process."""
+    out = {}
+    for f in sources:
+        try:
+            out[str(f.path)] = manifest.sha256_file(f.path, f.size)
+        except OSError:
+            pass
+    return out
+
+
+def draw(job: Job) -> RunResult:
+    """Read one run family, draw its page and reduce it to a summary."""
     datas = [read_source(s, job.options, job.cache) for s in job.family]
     site_run = assemble_one(job.family[0], datas[0], datas[1:], job.config)
     problems = [p for d in datas for p in d.problems]
@@ -187,12 +238,51 @@ def process(job: Job) -> RunResult:
     files = render.run_files(site_run, hp, job.config, job.urls, [*job.problems_of, *problems], job.nested_dirs)
     # compress here, in the worker, so the main process only writes
     files.update({rel + ".gz": publish.gzip_twin(data) for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
-    return RunResult(light(site_run), hp, files, problems, [f for d in datas for f in d.files])
+    sources = [f for d in datas for f in d.files]
+    return RunResult(light(site_run), hp, files, problems, sources, source_digests(sources))
 
 
-def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler: str | None = None) -> Iterator[RunResult]:
+def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler: str | None = None,
+            pool=None) -> Iterator[RunResult]:
     """``process`` for every job, results in job order, on the chosen executor."""
-    return executors.map_jobs(jobs, executor=executor, scheduler=scheduler, workers=workers)
+    return executors.map_jobs(jobs, executor=executor, scheduler=scheduler, workers=workers, pool=pool)
+
+
+@dataclass
+class GroupJob:
+    """One comparison page, drawn and written by a worker."""
+
+    group: compare.Group  # its runs: summaries, their points in the store unless listed in ``held``
+    hps: list[dict]  # of group.runs
+    config: Config
+    urls: dict[str, str]
+    cache: Path | None
+    keys: dict[str, str]  # slug -> the key its summary is stored under
+    out: Output
+
+
+def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
+    """Draw and write one comparison page (in a worker); returns what it wrote."""
+    files = render.compare_files(job.group, job.hps, job.config, render.Assets({}, job.urls),
+                                 stored_points(Store(job.cache), job.keys))
+    writer = publish.Writer(job.out.root, job.out.previous, job.out.old, replace=True)
+    for rel in page_names(files):
+        writer.write(rel, files[rel])
+    return writer.hashes
+
+
+def stored_points(store: Store, keys: dict[str, str]) -> Callable[[SiteRun], list[ChartLine]]:
+    """A run's chart lines with their points: from the store for the runs in ``keys``, else
+    the run's own (small archives, or no cache)."""
+    def points(run: SiteRun) -> list[ChartLine]:
+        key = keys.get(run.slug)
+        if key is None:
+            return run.lines
+        table = store.get_points(key)
+        if table is None:
+            raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
+        return summary.with_points(run.lines, table)
+    return points
 
 
 def build(
@@ -253,7 +343,8 @@ def build(
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
     stored: set[str] = set()  # runs whose line points are in the store only
-    with publish.Staging(Path(out), keep=keep) as stage:
+    pool = None
+    with contextlib.ExitStack() as stack, publish.Staging(Path(out), keep=keep) as stage:
         for rel, data in assets.files.items():
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)
@@ -265,16 +356,33 @@ def build(
                     stored.add(results[i].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
-        results_iter = run_all([job_list[i] for i in todo], workers=workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1, executor=executor, scheduler=scheduler)
+        def dispatch(i: int) -> Job:
+            job = replace(job_list[i], key=keys[i])
+            if executor == "local":  # a Dask worker may not see this folder: it returns the files
+                slug = slugify(job.family[0].name)
+                job.out = Output(stage.root, stage.previous, stage.old_under(f"runs/{slug}/"))
+            return job
+
+        n_workers = workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1
+        if executor == "local" and n_workers > 1:  # one pool for the runs and the comparison pages
+            pool = stack.enter_context(executors.local_pool(n_workers))
+        results_iter = run_all([dispatch(i) for i in todo], workers=n_workers, executor=executor, scheduler=scheduler,
+                               pool=pool)
         for i, result in zip(todo, results_iter):
-            pages = sorted(rel for rel in result.files if not (rel.endswith(".gz") and rel[:-3] in result.files))
-            for rel in pages:
-                stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-            kept = store.put_summary(keys[i], *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources))
-            # the points of its lines wait in the store for the comparison pages: memory does
-            # not grow with the archive
-            results[i] = replace(result, files={}, run=summary.without_points(result.run) if kept else result.run)
-            if kept:
+            if result.written is not None:
+                stage.adopt(result.written)
+            else:
+                pages = page_names(result.files)
+                for rel in pages:
+                    stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+                kept = store.put_summary(keys[i], *summary.to_doc(
+                    result.run, result.hparams, pages, result.problems, result.sources, result.digests))
+                # the points of its lines wait in the store for the comparison pages: memory
+                # does not grow with the archive
+                result = replace(result, files={}, run=summary.without_points(result.run) if kept else result.run,
+                                 stored=kept)
+            results[i] = result
+            if result.stored:
                 stored.add(result.run.slug)
 
         done = [r for r in results if r is not None]
@@ -283,7 +391,8 @@ def build(
             problems.extend(r.problems)
         step("drawing the index and comparisons", 3, 4)
         skip = set()
-        for g in compare.groups([r.run for r in done]):
+        groups = compare.groups([r.run for r in done])
+        for g in groups:
             key = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
             rels = [f"compare/{g.slug}/index.html", f"compare/{g.slug}/data.js"]
             run_keys["compare/" + g.slug] = key
@@ -292,21 +401,30 @@ def build(
                     skip.add(g.slug)
                 else:
                     stage.unlink(rels)
-        def points(run: SiteRun) -> list[ChartLine]:
-            if run.slug not in stored:
-                return run.lines
-            table = store.get_points(run_keys[run.slug])
-            if table is None:
-                raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
-            return summary.with_points(run.lines, table)
-
-        render.cross_files([r.run for r in done], [r.hparams for r in done], config, assets, problems,
-                           skip=frozenset(skip), points=points, write=stage.write)
+        held = {slug: run_keys[slug] for slug in stored}
+        runs, hps = [r.run for r in done], [r.hparams for r in done]
+        if pool is None:
+            render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip),
+                               points=stored_points(store, held), write=stage.write)
+        else:  # the comparison pages in the workers (largest first), the index meanwhile here
+            hp_of = {id(r): hp for r, hp in zip(runs, hps)}
+            group_jobs = (GroupJob(g, [hp_of[id(r)] for r in g.runs], config, assets.urls, cache,
+                                   {r.slug: held[r.slug] for r in g.runs if r.slug in held},
+                                   Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
+                          for g in sorted((g for g in groups if g.slug not in skip), key=lambda g: -len(g.runs)))
+            for hashes in executors.map_calls(pool, draw_group, group_jobs, window=2 * n_workers, before=lambda: [
+                    stage.write(rel, data) for rel, data in render.index_files(runs, hps, groups, config, assets, problems).items()]):
+                stage.adopt(hashes)
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
+        digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}
+
+        def hasher(path: Path, size: int) -> tuple[str, int]:
+            return digests.get((str(path), size)) or store.sha256(path, size)
+
         stage.write(manifest.MANIFEST, manifest.make_from_hashes(
             stage.hashes, [f for r in done for f in r.sources], archive=Path(archive),
-            source_date_epoch=source_date_epoch, hasher=store.sha256, runs=run_keys, site_key=site_key,
+            source_date_epoch=source_date_epoch, hasher=hasher, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
     loc.push()
@@ -375,13 +493,14 @@ def _reuse(store: Store, key: str, stage: publish.Staging) -> RunResult | None:
     if doc is None:
         return None
     run, hp, files, problems, sources = summary.from_doc(doc)
+    digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
     linked = []
     for rel in files:
         if not stage.link_previous(rel):
             stage.unlink(linked)
             return None
         linked.append(rel)
-    return RunResult(run, hp, {}, problems, sources)
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True)
 
 
 def report(problems: list[Problem]) -> bytes:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .charts import numbers
 from .downsample import downsample
+from .downsample import level_bits as downsample_levels
 from .hparams import Table, comparison_table, lower_is_better, text_value
 from .model import HParamValue, SiteRun
 
@@ -88,14 +89,7 @@ def level_bits(step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> np.ndar
     """For a line of at most ``MAX_POINTS`` points: bit k of a point is set when it is drawn at
     ``LEVELS[k]`` points (thinned by :func:`sitegen.downsample.downsample`, which keeps first,
     last, extremes and non-finite points at every level)."""
-    bits = np.zeros(len(step), dtype=np.uint8)
-    for k, n in enumerate(LEVELS):
-        if len(step) <= n:
-            bits |= np.uint8(1 << k)
-        else:
-            t = downsample(step, wall, value, n)
-            bits[np.searchsorted(step, t.step)] |= np.uint8(1 << k)
-    return bits
+    return downsample_levels(step, wall, value, LEVELS)
 
 
 def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:

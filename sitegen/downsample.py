@@ -171,6 +171,33 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
     return Series(step[orig], wall_time[orig], value[orig], st, len(idx) < len(s))
 
 
+def level_bits(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """Bit k of a point is set when ``downsample(..., sizes[k])`` draws it (at most 8 sizes).
+
+    Exactly the same choice as calling :func:`downsample` per size, but a series with strictly
+    increasing steps and no infinity (the common case) is scanned for its extremes and NaNs
+    once, not once per size."""
+    step = np.asarray(step, dtype=np.int64)
+    value = np.asarray(value, dtype=np.float64)
+    n = len(step)
+    bits = np.zeros(n, dtype=np.uint8)
+    quick = _quick_scan(value) if n > min(sizes) and newest_per_step(step) is None else None
+    for k, size in enumerate(sizes):
+        bit = np.uint8(1 << k)
+        if n <= size:
+            bits |= bit
+        elif quick is not None:
+            lo, hi, bad = quick
+            bits[_shape_indices(step, value, size - 8)] |= bit
+            bits[[0, n - 1, lo, hi]] |= bit
+            if bad is not None:
+                bits[bad] |= bit
+        else:
+            t = downsample(step, wall_time, value, size)
+            bits[np.searchsorted(step, t.step)] |= bit
+    return bits
+
+
 def _quick_scan(v: np.ndarray) -> tuple[int, int, np.ndarray | None] | None:
     """(argmin, argmax of the finite values, non-finite positions or None) of a long series
     with no infinity, in a NaN-propagating min pass and one Rust min/max pass (which skips

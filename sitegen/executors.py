@@ -19,6 +19,7 @@ results are recomputed — changes nothing.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import multiprocessing as mp
@@ -58,7 +59,7 @@ def _chunks(jobs: list, n: int) -> list[list]:
 
 def map_jobs(
     jobs: list[Job], *, executor: str = "local", scheduler: str | None = None, workers: int = 0,
-    fn: Callable[[Job], RunResult] | None = None,
+    fn: Callable[[Job], RunResult] | None = None, pool: ProcessPoolExecutor | None = None,
 ) -> Iterator[RunResult]:
     """``process(job)`` for every job, yielded in job order.
 
@@ -66,7 +67,7 @@ def map_jobs(
     the ``LocalCluster`` started when ``executor="dask"`` and ``scheduler`` is None (0: one per
     core). ``scheduler``: a Dask scheduler address (``tcp://host:8786``); only with
     ``executor="dask"``. ``fn`` replaces :func:`sitegen.build.process` (tests); it must be
-    importable by the workers.
+    importable by the workers. ``pool``: a :func:`local_pool` to run on (else one is started).
     """
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
@@ -74,7 +75,7 @@ def map_jobs(
         raise UsageError("a scheduler address needs the dask executor (--executor dask)")
     if executor == "dask":
         return _map_dask(list(jobs), scheduler, workers, fn)
-    return _map_local(list(jobs), workers or os.cpu_count() or 1, fn)
+    return _map_local(list(jobs), workers or os.cpu_count() or 1, fn, pool)
 
 
 class _NoPandas:
@@ -96,7 +97,14 @@ def without_pandas() -> None:
         sys.meta_path.insert(0, _NoPandas())
 
 
-def _map_local(jobs: list[Job], workers: int, fn: Callable | None) -> Iterator[RunResult]:
+def local_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes (forking after vl-convert has started hangs). A build keeps
+    one pool for the runs and then the comparison pages: starting a worker costs ~0.5 s."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=without_pandas)
+
+
+def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
+               pool: ProcessPoolExecutor | None = None) -> Iterator[RunResult]:
     """Small chunks with a bounded number in flight: a result holds a run's whole page, so
     letting finished chunks pile up would make memory grow with the archive."""
     if workers <= 1 or len(jobs) < 2:
@@ -105,8 +113,7 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None) -> Iterator[R
         return
     chunks = _chunks(jobs, max(workers * 8, len(jobs) // LOCAL_CHUNK_MAX + 1))
     window = workers * LOCAL_INFLIGHT_PER_WORKER
-    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=mp.get_context("spawn"),
-                             initializer=without_pandas) as pool:
+    with contextlib.nullcontext(pool) if pool is not None else local_pool(min(workers, len(chunks))) as pool:
         pending: collections.deque = collections.deque()
         it = iter(chunks)
         for chunk in itertools.islice(it, window):
@@ -117,6 +124,24 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None) -> Iterator[R
             if nxt is not None:
                 pending.append(pool.submit(_process_many, nxt, fn))
             yield from part
+
+
+def map_calls(pool: ProcessPoolExecutor, fn: Callable, items: Iterator, *, window: int,
+              before: Callable[[], object] | None = None) -> Iterator:
+    """``fn(item)`` for every item on ``pool``, at most ``window`` in flight (each item may be
+    large), results in item order; ``before()`` runs here once the first items are submitted."""
+    pending: collections.deque = collections.deque()
+    items = iter(items)
+    for item in itertools.islice(items, window):
+        pending.append(pool.submit(fn, item))
+    if before is not None:
+        before()
+    while pending:
+        result = pending.popleft().result()
+        nxt = next(items, None)
+        if nxt is not None:
+            pending.append(pool.submit(fn, nxt))
+        yield result
 
 
 def _dask():

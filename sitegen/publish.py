@@ -236,47 +236,32 @@ def _prune(out: Path, keep: int) -> None:
             p.unlink(missing_ok=True)
 
 
-class Staging:
-    """A build being written: files go to disk as they are rendered, so memory does not grow with
-    the site; a file whose content equals the live build's (by the live manifest's SHA-256) is
-    hard-linked from it together with its ``.gz`` twin, which makes nightly rebuilds cheap.
-    :meth:`commit` makes the build live; leaving the ``with`` block by an exception removes it.
-    """
+class Writer:
+    """Writes files into a build folder: a file whose content equals the live build's (by the
+    live manifest's SHA-256) is hard-linked from it together with its ``.gz`` twin, which makes
+    nightly rebuilds cheap. The main process writes through :class:`Staging`; worker processes
+    write their runs' pages into the same folder with a ``Writer`` of their own (``old``: the
+    live manifest's entries for their files) and hand back :attr:`hashes`."""
 
-    def __init__(self, out: Path, *, keep: int = 3) -> None:
-        if keep < 1:
-            raise UsageError(f"keep must be at least 1, got {keep}")
-        out = Path(out)
-        if not out.name or out.name in (".", ".."):
-            raise UsageError(f"{out}: not a usable output path")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _check_out(out)
-        self.out, self.keep = out, keep
-        self.folder = builds_dir(out)
-        self.folder.mkdir(exist_ok=True)
-        self.previous = live_build(out)
-        self.old = _previous_hashes(self.previous)
-        self.root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
-        self.root.mkdir()
+    def __init__(self, root: Path, previous: Path | None, old: dict[str, tuple[str, int]], *,
+                 replace: bool = False) -> None:
+        """``replace``: files already there are replaced (a worker's job that runs again after
+        its first worker died may find what that one wrote)."""
+        self.root, self.previous, self.old, self.replace = Path(root), previous, old, replace
         self.hashes: dict[str, tuple[str, int]] = {}  # every file written: (sha256, size)
         self._dirs: set[Path] = {self.root}
-
-    def __enter__(self) -> "Staging":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
 
     def _target(self, rel: str) -> Path:
         if rel in self.hashes:
             raise SitegenError(f"refusing to write {rel!r} twice")
         # safe_relpath refuses "..", absolute and empty parts, and the staging folder holds no
-        # symlinks (only this class creates its entries), so the target stays inside it
+        # symlinks (only this module creates its entries), so the target stays inside it
         target = self.root / safe_relpath(rel)
         if target.parent not in self._dirs:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._dirs.add(target.parent)
+        if self.replace:
+            target.unlink(missing_ok=True)
         return target
 
     def _link(self, rel: str, target: Path) -> bool:
@@ -330,6 +315,54 @@ class Staging:
                 if r in self.hashes:
                     del self.hashes[r]
                     (self.root / safe_relpath(r)).unlink(missing_ok=True)
+
+
+class Staging(Writer):
+    """A build being written: files go to disk as they are rendered, so memory does not grow with
+    the site (see :class:`Writer`). :meth:`commit` makes the build live; leaving the ``with``
+    block by an exception removes it.
+    """
+
+    def __init__(self, out: Path, *, keep: int = 3) -> None:
+        if keep < 1:
+            raise UsageError(f"keep must be at least 1, got {keep}")
+        out = Path(out)
+        if not out.name or out.name in (".", ".."):
+            raise UsageError(f"{out}: not a usable output path")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _check_out(out)
+        self.out, self.keep = out, keep
+        self.folder = builds_dir(out)
+        self.folder.mkdir(exist_ok=True)
+        root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
+        root.mkdir()
+        previous = live_build(out)
+        super().__init__(root, previous, _previous_hashes(previous))
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def old_under(self, prefix: str) -> dict[str, tuple[str, int]]:
+        """The live manifest's entries below ``prefix`` (what a worker's :class:`Writer` needs)."""
+        if not hasattr(self, "_by_prefix"):
+            self._by_prefix: dict[str, dict] = {}
+            for rel, entry in self.old.items():
+                head, _, rest = rel.partition("/")
+                sub = rest.partition("/")[0]
+                self._by_prefix.setdefault(f"{head}/{sub}/", {})[rel] = entry
+        return self._by_prefix.get(prefix, {})
+
+    def adopt(self, hashes: dict[str, tuple[str, int]]) -> None:
+        """Files a worker wrote into this build (each path at most once)."""
+        for rel in hashes:
+            if rel in self.hashes:
+                raise SitegenError(f"refusing to write {rel!r} twice")
+            safe_relpath(rel)
+        self.hashes.update(hashes)
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""

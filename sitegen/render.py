@@ -242,18 +242,32 @@ def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: 
     :func:`sitegen.compare.overlay_data`. ``write(rel, data)``: called for each file as soon as
     it is drawn (a large archive has hundreds of comparison pages of up to 2 MB: holding them
     all made memory grow with the archive); without it, the files are returned."""
-    env, _ = _page_context(config.language)
-    common = _common(config)
     files: dict[str, bytes] = {}
     emit = write or files.__setitem__
     groups = compare.groups(runs)
+    hp_of = {id(r): hp for r, hp in zip(runs, hps)}
     for g in groups:
         if g.slug not in skip:
-            for rel, data in _compare_page(env, g, runs, hps, config, assets, common, points).items():
+            for rel, data in compare_files(g, [hp_of[id(r)] for r in g.runs], config, assets, points).items():
                 emit(rel, data)
-    for rel, data in _index(env, runs, hps, groups, config, assets, common, problems).items():
+    for rel, data in index_files(runs, hps, groups, config, assets, problems).items():
         emit(rel, data)
     return files
+
+
+def compare_files(group: compare.Group, hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
+                  points: compare.Points | None = None) -> dict[str, bytes]:
+    """One comparison page and its data (``hps``: of ``group.runs``; a pure function: runs in
+    workers)."""
+    env, _ = _page_context(config.language)
+    return _compare_page(env, group, hps, config, assets, _common(config), points)
+
+
+def index_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], groups: list[compare.Group], config: Config,
+                assets: Assets, problems: list[Problem]) -> dict[str, bytes]:
+    """The experiment browser (``index.html`` and ``index-data.js``)."""
+    env, _ = _page_context(config.language)
+    return _index(env, runs, hps, groups, config, assets, _common(config), problems)
 
 
 def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str, bytes]:
@@ -309,13 +323,12 @@ def _hp(v: HParamValue) -> Any:
     return v
 
 
-def _compare_page(env, group, runs, hps, config, assets, common, points=None) -> dict[str, bytes]:
+def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[str, bytes]:
     prefix = f"compare/{group.slug}/"
     labels = compare.labels(group)
-    index_of = {id(r): i for i, r in enumerate(runs)}
     first = max(0, len(group.runs) - compare.MAX_TABLE_ROWS)  # the table lists the newest runs
     table_runs = group.runs[first:]
-    ghps = [hps[index_of[id(r)]] for r in table_runs]
+    ghps = hps[first:]
     metrics = key_metrics(group.runs, config)
     table, hcharts, configs = compare.hparam_section(table_runs, labels[first:], ghps, metrics)
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}

@@ -39,6 +39,7 @@ _SCHEMAS = {
     "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
     "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
 }
+_DOC = "sitegen-summary"  # schema metadata key of a run summary
 _TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
 
 
@@ -135,33 +136,31 @@ class Store:
         return digest, n
 
     def put_summary(self, key: str, doc: dict, table: pa.Table) -> bool:
-        """Keep a run's summary (JSON plus one Arrow table) under ``key``; False if it could not."""
+        """Keep a run's summary under ``key``: one Arrow file, the points as its table and the
+        JSON document in its schema metadata (one file: creating files is most of what keeping
+        500 summaries costs). False if it could not."""
         if self.root is None:
             return False
-        entry = self._summary_dir(key)
-        tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+        path = self._summary_path(key)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            (tmp / "summary.json").write_text(json.dumps(doc), "utf-8")
-            self._write(tmp / "lines.arrow", table)
-            shutil.rmtree(entry, ignore_errors=True)
-            os.rename(tmp, entry)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._write(tmp, table.replace_schema_metadata({_DOC: json.dumps(doc)}))
+            os.replace(tmp, path)
             return True
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
-            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.unlink(missing_ok=True)
             return False
 
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
         if self.root is None:
             return None
-        entry = self._summary_dir(key)
         try:
-            doc = json.loads((entry / "summary.json").read_text("utf-8"))
-            return doc if (entry / "lines.arrow").is_file() else None
-        except (OSError, ValueError):
+            with ipc.open_file(pa.memory_map(str(self._summary_path(key)))) as reader:
+                return json.loads(reader.schema.metadata[_DOC.encode()])
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
             return None
 
     def get_points(self, key: str) -> pa.Table | None:
@@ -169,14 +168,14 @@ class Store:
         if self.root is None:
             return None
         try:
-            with ipc.open_file(pa.memory_map(str(self._summary_dir(key) / "lines.arrow"))) as reader:
+            with ipc.open_file(pa.memory_map(str(self._summary_path(key)))) as reader:
                 return reader.read_all()
         except (OSError, pa.ArrowException):
             return None
 
-    def _summary_dir(self, key: str) -> Path:
+    def _summary_path(self, key: str) -> Path:
         assert self.root is not None
-        return self.root / "runs" / key[:2] / key
+        return self.root / "runs" / key[:2] / f"{key}.arrow"
 
     def _entry_dir(self, path: Path) -> Path:
         assert self.root is not None

@@ -100,7 +100,8 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile]) -> tuple[dict, pa.Table]:
+def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile],
+           digests: dict[str, tuple[str, int]] | None = None) -> tuple[dict, pa.Table]:
     d = run.data
     lines = []
     ids, steps, walls, values, levels = [], [], [], [], []
@@ -124,6 +125,7 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
                  "files": [[str(f.path), f.size, f.decoded_bytes] for f in d.files]},
         "lines": lines, "hparams": hp, "files": files, "problems": [asdict(p) for p in problems],
         "sources": [[str(f.path), f.size, f.decoded_bytes] for f in sources],
+        "digests": {p: list(d) for p, d in (digests or {}).items()},  # source -> [sha256, bytes hashed]
     }
     return doc, table
 

@@ -124,6 +124,31 @@ def test_comparison_levels_keep_what_matters_at_every_resolution():
         assert {0, 499, 123, 321, 400, int(np.argmin(np.where(finite, value, np.inf)))} <= set(keep.tolist()), n
 
 
+@pytest.mark.parametrize("case", ["plain", "nan", "inf", "ties", "irregular-steps", "all-nan"])
+def test_level_bits_choose_exactly_what_downsample_chooses(case):
+    """The one-scan level bits equal thinning the line once per level."""
+    from sitegen.compare import LEVELS, level_bits
+
+    rng = np.random.default_rng(5)
+    step = np.arange(500, dtype=np.int64) * 3
+    value = rng.standard_normal(500)
+    if case == "nan":
+        value[[0, 77, 78, 400]] = np.nan
+    elif case == "inf":
+        value[[10, 300]] = [np.inf, -np.inf]
+    elif case == "ties":
+        value = np.round(value)
+    elif case == "irregular-steps":  # lines come thinned already: steps increase, unevenly
+        step = np.cumsum(rng.integers(1, 50, 500))
+    elif case == "all-nan":
+        value[:] = np.nan
+    bits = level_bits(step, step * 0.5, value)
+    for k, n in enumerate(LEVELS):
+        got = step[(bits & (1 << k)) != 0]
+        want = downsample(step, step * 0.5, value, n).step if len(step) > n else step
+        assert np.array_equal(np.unique(got), np.unique(want)), (case, n)
+
+
 @pytest.mark.parametrize("case", ["nan-scattered", "nan-ends", "nan-block", "inf", "ties"])
 def test_long_series_fast_scan_keeps_what_matters(case):
     """Long series take the quick scan (Rust min/max, no filled copy) unless they hold an

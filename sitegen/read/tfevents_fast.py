@@ -301,6 +301,8 @@ class _Decoder:
             self._flush()
             self.tpl = t
         avail = (self.size - base) // period
+        if avail and struct.unpack_from("<Q", a, base)[0] != t.pos[0].n:
+            return base  # the next record's length already differs: no numpy round for nothing
         cap = 1 << max(0, (BLOCK_BYTES // period).bit_length() - 1)
         done = 0
         while avail:
