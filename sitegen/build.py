@@ -271,6 +271,19 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     return writer.hashes
 
 
+def share(groups: list[compare.Group], workers: int, head_start: int) -> tuple[list[compare.Group], list[compare.Group]]:
+    """Comparison pages for the workers (largest first) and for this process, balanced by run
+    count; this process starts with ``head_start`` (the index it draws too)."""
+    loads = [0] * workers + [head_start]
+    lanes: list[list[compare.Group]] = [[] for _ in loads]
+    for g in sorted(groups, key=lambda g: -len(g.runs)):
+        k = loads.index(min(loads))
+        loads[k] += len(g.runs) + 5
+        lanes[k].append(g)
+    theirs = sorted((g for lane in lanes[:-1] for g in lane), key=lambda g: -len(g.runs))
+    return theirs, lanes[-1]
+
+
 def stored_points(store: Store, keys: dict[str, str]) -> Callable[[SiteRun], list[ChartLine]]:
     """A run's chart lines with their points: from the store for the runs in ``keys``, else
     the run's own (small archives, or no cache)."""
@@ -348,13 +361,25 @@ def build(
         for rel, data in assets.files.items():
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)
+        slugs = [slugify(j.family[0].name) for j in job_list]
+        changed = sum(previous.get(slug) != key for slug, key in zip(slugs, keys))
+        pool_size = 0
+        if executor == "local" and workers > 1:
+            # started before the unchanged runs are reused, so the workers import meanwhile; a
+            # rebuild that redraws only a few runs still gets one helper for the comparison pages
+            pool_size = workers if changed >= MIN_PARALLEL_RUNS else 1
+            pool = stack.enter_context(executors.local_pool(pool_size))
+            executors.warm(pool, pool_size)
         # unchanged runs: the summary from the store, the files linked from the live build
-        for i, (job, key) in enumerate(zip(job_list, keys)):
-            if previous.get(slugify(job.family[0].name)) == key:
+        for i, (slug, key) in enumerate(zip(slugs, keys)):
+            if previous.get(slug) == key:
                 results[i] = _reuse(store, key, stage)
                 if results[i] is not None:
                     stored.add(results[i].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
+        if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool_size < workers:  # reuse failed
+            pool_size = workers
+            pool = stack.enter_context(executors.local_pool(pool_size))
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         def dispatch(i: int) -> Job:
             job = replace(job_list[i], key=keys[i])
@@ -364,8 +389,6 @@ def build(
             return job
 
         n_workers = workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1
-        if executor == "local" and n_workers > 1:  # one pool for the runs and the comparison pages
-            pool = stack.enter_context(executors.local_pool(n_workers))
         results_iter = run_all([dispatch(i) for i in todo], workers=n_workers, executor=executor, scheduler=scheduler,
                                pool=pool)
         for i, result in zip(todo, results_iter):
@@ -390,6 +413,7 @@ def build(
             run_keys[r.run.slug] = key
             problems.extend(r.problems)
         step("drawing the index and comparisons", 3, 4)
+        stage.retire_old()
         skip = set()
         groups = compare.groups([r.run for r in done])
         for g in groups:
@@ -406,14 +430,23 @@ def build(
         if pool is None:
             render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip),
                                points=stored_points(store, held), write=stage.write)
-        else:  # the comparison pages in the workers (largest first), the index meanwhile here
+        else:  # the comparison pages shared between the workers and this process, which also draws the index
             hp_of = {id(r): hp for r, hp in zip(runs, hps)}
-            group_jobs = (GroupJob(g, [hp_of[id(r)] for r in g.runs], config, assets.urls, cache,
-                                   {r.slug: held[r.slug] for r in g.runs if r.slug in held},
-                                   Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
-                          for g in sorted((g for g in groups if g.slug not in skip), key=lambda g: -len(g.runs)))
-            for hashes in executors.map_calls(pool, draw_group, group_jobs, window=2 * n_workers, before=lambda: [
-                    stage.write(rel, data) for rel, data in render.index_files(runs, hps, groups, config, assets, problems).items()]):
+
+            def group_job(g: compare.Group) -> GroupJob:
+                return GroupJob(g, [hp_of[id(r)] for r in g.runs], config, assets.urls, cache,
+                                {r.slug: held[r.slug] for r in g.runs if r.slug in held},
+                                Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
+
+            theirs, mine = share([g for g in groups if g.slug not in skip], pool_size, len(runs) // 2)
+
+            def here() -> None:
+                for rel, data in render.index_files(runs, hps, groups, config, assets, problems).items():
+                    stage.write(rel, data)
+                for g in mine:
+                    stage.adopt(draw_group(group_job(g)))
+
+            for hashes in executors.map_calls(pool, draw_group, map(group_job, theirs), window=2 * pool_size, before=here):
                 stage.adopt(hashes)
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)

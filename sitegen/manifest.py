@@ -41,7 +41,12 @@ def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-def _archive_rel(path: Path, archive: Path) -> str:
+def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
+    """``path`` relative to the archive; ``resolved``: the archive's resolved path plus "/"
+    (paths below it need no system call)."""
+    text = str(path)
+    if resolved is not None and text.startswith(resolved):
+        return Path(text[len(resolved):]).as_posix()
     try:
         return Path(path).relative_to(archive).as_posix()
     except ValueError:
@@ -82,8 +87,9 @@ def make_from_hashes(
     the inputs, so the next build of the same inputs can keep this one."""
     site = {rel: {"sha256": digest, "size": size} for rel, (digest, size) in hashes.items() if rel != MANIFEST}
     logs: dict[str, Any] = {}
+    resolved = str(Path(archive).resolve()).rstrip("/") + "/"
     for sf in sources:
-        rel = _archive_rel(sf.path, archive)
+        rel = _archive_rel(sf.path, archive, resolved)
         if rel in logs:
             continue
         try:

@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import shutil
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Iterator
@@ -46,6 +47,7 @@ GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads
 GZIP_MIN_BYTES = 1024
 BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
 STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
+TRASH_NAME = re.compile(r"^\.trash-(\d+)-.+$")
 
 
 def safe_relpath(rel: str) -> PurePosixPath:
@@ -216,20 +218,23 @@ def _switch(out: Path, target: Path) -> None:
     _fsync_dir(out.parent)
 
 
-def _prune(out: Path, keep: int) -> None:
+def _obsolete(out: Path, keep: int) -> list[Path]:
+    """Builds past the newest ``keep`` (never the live one) and leftovers of killed builds."""
     folder = builds_dir(out)
     live = live_build(out)
     builds = list_builds(out)
-    for old in builds[: max(0, len(builds) - keep)]:
-        if live is not None and old.resolve() == live:
-            continue
-        log.info("removing old build %s", old.name)
-        shutil.rmtree(old, ignore_errors=True)
-    for p in folder.iterdir():  # leftovers of killed builds
-        m = STAGING_NAME.match(p.name)
+    found = [old for old in builds[: max(0, len(builds) - keep)] if live is None or old.resolve() != live]
+    for p in folder.iterdir():
+        m = STAGING_NAME.match(p.name) or TRASH_NAME.match(p.name)
         if m and not _pid_alive(int(m.group(1))):
-            log.info("removing the unfinished build %s", p.name)
-            shutil.rmtree(p, ignore_errors=True)
+            found.append(p)
+    return found
+
+
+def _prune(out: Path, keep: int) -> None:
+    for old in _obsolete(out, keep):
+        log.info("removing %s", old.name)
+        shutil.rmtree(old, ignore_errors=True)
     for p in out.parent.glob(f".{out.name}.link-*"):
         pid = p.name.rsplit("-", 1)[-1]
         if p.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
@@ -249,30 +254,37 @@ class Writer:
         its first worker died may find what that one wrote)."""
         self.root, self.previous, self.old, self.replace = Path(root), previous, old, replace
         self.hashes: dict[str, tuple[str, int]] = {}  # every file written: (sha256, size)
-        self._dirs: set[Path] = {self.root}
+        self._root = str(self.root) + "/"
+        self._previous = None if previous is None else str(previous) + "/"
+        self._dirs: set[str] = {str(self.root)}
 
-    def _target(self, rel: str) -> Path:
+    def _target(self, rel: str) -> str:
         if rel in self.hashes:
             raise SitegenError(f"refusing to write {rel!r} twice")
-        # safe_relpath refuses "..", absolute and empty parts, and the staging folder holds no
-        # symlinks (only this module creates its entries), so the target stays inside it
-        target = self.root / safe_relpath(rel)
-        if target.parent not in self._dirs:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._dirs.add(target.parent)
+        # _checked refuses "..", absolute and empty parts, and the staging folder holds no
+        # symlinks (only this module creates its entries), so the target stays inside it.
+        # Plain strings, not Path objects: a rebuild links thousands of files.
+        target = self._root + _checked(rel)
+        folder = target[: target.rfind("/")]
+        if folder not in self._dirs:
+            os.makedirs(folder, exist_ok=True)
+            self._dirs.add(folder)
         if self.replace:
-            target.unlink(missing_ok=True)
+            try:
+                os.unlink(target)
+            except FileNotFoundError:
+                pass
         return target
 
-    def _link(self, rel: str, target: Path) -> bool:
-        if self.previous is None or rel not in self.old:
+    def _link(self, rel: str, target: str) -> bool:
+        if self._previous is None or rel not in self.old:
             return False
         try:
-            os.link(self.previous / safe_relpath(rel), target)
+            os.link(self._previous + _checked(rel), target)
         except OSError:
             return False
         digest, size = self.old[rel]
-        self.hashes[rel] = (digest, size if size >= 0 else target.stat().st_size)
+        self.hashes[rel] = (digest, size if size >= 0 else os.stat(target).st_size)
         return True
 
     def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
@@ -286,14 +298,14 @@ class Writer:
                 return
             for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
                 self.hashes.pop(r, None)
-                (self.root / r).unlink(missing_ok=True)
+                _unlink(self._root + r)
         _write_file(target, data)
         self.hashes[rel] = (digest, len(data))
         if wants_twin:
             gz = twin if twin is not None else gzip_twin(data)
             gz_target = self._target(rel + ".gz")
             _write_file(gz_target, gz)
-            st = target.stat()
+            st = os.stat(target)
             os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
             self.hashes[rel + ".gz"] = (hashlib.sha256(gz).hexdigest(), len(gz))
 
@@ -304,7 +316,7 @@ class Writer:
             return False
         if rel + ".gz" in self.old and not self._link(rel + ".gz", self._target(rel + ".gz")):
             self.hashes.pop(rel)
-            target.unlink(missing_ok=True)
+            _unlink(target)
             return False
         return True
 
@@ -314,7 +326,22 @@ class Writer:
             for r in (rel, rel + ".gz"):
                 if r in self.hashes:
                     del self.hashes[r]
-                    (self.root / safe_relpath(r)).unlink(missing_ok=True)
+                    _unlink(self._root + _checked(r))
+
+
+def _checked(rel: str) -> str:
+    """``rel`` when it is a plain relative path (what :func:`safe_relpath` accepts, minus
+    doubled or trailing slashes), else :class:`SitegenError`."""
+    if not rel or rel[0] == "/" or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
+        raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
+    return rel
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 class Staging(Writer):
@@ -338,11 +365,13 @@ class Staging(Writer):
         root.mkdir()
         previous = live_build(out)
         super().__init__(root, previous, _previous_hashes(previous))
+        self._trash: list | None = None  # background removals started by retire_old
 
     def __enter__(self) -> "Staging":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._wait_trash()
         if exc_type is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -361,8 +390,37 @@ class Staging(Writer):
         for rel in hashes:
             if rel in self.hashes:
                 raise SitegenError(f"refusing to write {rel!r} twice")
-            safe_relpath(rel)
+            _checked(rel)
         self.hashes.update(hashes)
+
+    def retire_old(self) -> None:
+        """Start removing, in a background ``rm`` process, the builds that :meth:`commit` would
+        prune anyway (counting this one; never the live one) and leftovers of killed builds.
+        Called once the bulk of a build is done: the removal then overlaps its last stage
+        instead of adding to it (a build that fails after this keeps one rollback fewer)."""
+        if self._trash is not None:
+            return
+        with _locked(self.folder):
+            doomed = _obsolete(self.out, self.keep - 1)
+            moved = []
+            for p in doomed:
+                target = self.folder / f".trash-{os.getpid()}-{p.name}"
+                try:
+                    os.rename(p, target)
+                    moved.append(str(target))
+                except OSError:
+                    pass
+        self._trash = []
+        if moved:
+            try:
+                self._trash = [subprocess.Popen(["rm", "-rf", "--", *moved], stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+            except OSError:  # no rm: commit removes them
+                pass
+
+    def _wait_trash(self) -> None:
+        for proc in self._trash or []:
+            proc.wait()
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""
@@ -377,6 +435,7 @@ class Staging(Writer):
             os.rename(self.root, final)
             _fsync_dir(self.folder)
             _switch(self.out, final)
+            self._wait_trash()
             _prune(self.out, self.keep)
         log.info("published %s -> %s", self.out, final.name)
         return final

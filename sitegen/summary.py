@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from . import __version__
 from .downsample import Series, Stats
@@ -101,7 +100,7 @@ def _plain(v: Any) -> Any:
 
 
 def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile],
-           digests: dict[str, tuple[str, int]] | None = None) -> tuple[dict, pa.Table]:
+           digests: dict[str, tuple[str, int]] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     d = run.data
     lines = []
     ids, steps, walls, values, levels = [], [], [], [], []
@@ -114,8 +113,8 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
         values.append(s.value)
         levels.append(s.levels if s.levels is not None and len(s.levels) == len(s.step) else np.full(len(s.step), 255, np.uint8))
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-    table = pa.table({"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
-                      "value": cat(values, np.float64), "levels": cat(levels, np.uint8)})
+    table = {"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
+             "value": cat(values, np.float64), "levels": cat(levels, np.uint8)}
     doc = {
         "run": {"name": run.name, "slug": run.slug, "title": run.title, "parts": list(run.parts),
                 "start_time": run.start_time, "end_time": run.end_time, "last_step": run.last_step,
@@ -158,12 +157,11 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
 
 
-def with_points(lines: list[ChartLine], table: pa.Table) -> list[ChartLine]:
-    """``lines`` (statistics only) with their points from a summary's points table."""
-    line_ids = table.column("line").to_numpy()
-    bounds = np.searchsorted(line_ids, np.arange(len(lines) + 1))
-    step, wall, value = (table.column(c).to_numpy() for c in ("step", "wall_time", "value"))
-    levels = table.column("levels").to_numpy() if "levels" in table.column_names else None
+def with_points(lines: list[ChartLine], table: dict[str, np.ndarray]) -> list[ChartLine]:
+    """``lines`` (statistics only) with their points from a summary's points columns."""
+    bounds = np.searchsorted(table["line"], np.arange(len(lines) + 1))
+    step, wall, value = table["step"], table["wall_time"], table["value"]
+    levels = table.get("levels")
     return [ChartLine(ln.tag, ln.label, replace(ln.series, step=step[a:b], wall_time=wall[a:b], value=value[a:b],
                                                 levels=None if levels is None else levels[a:b]))
             for ln, a, b in zip(lines, bounds[:-1], bounds[1:])]
