@@ -99,8 +99,7 @@ def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     thinned = s.thinned
     step, wall, value = s.step, s.wall_time, s.value
     if s.levels is not None and len(s.levels) == len(step):
-        k = next((k for k, n in enumerate(LEVELS) if n <= n_out), len(LEVELS) - 1)
-        keep = (s.levels & np.uint8(1 << k)) != 0
+        keep = (s.levels & np.uint8(1 << _level(n_out))) != 0
         if not keep.all():
             step, wall, value, thinned = step[keep], wall[keep], value[keep], True
     elif len(step) > n_out:
@@ -109,7 +108,13 @@ def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     return step, wall - start, value, thinned
 
 
-Points = Callable[[SiteRun], list]  # a run's chart lines with their points
+def _level(n_out: int) -> int:
+    """The largest of :data:`LEVELS` at most ``n_out`` (the smallest when none is)."""
+    return next((k for k, n in enumerate(LEVELS) if n <= n_out), len(LEVELS) - 1)
+
+
+#: a run's chart lines with their points; given a level, they may hold only that level's points
+Points = Callable[..., list]
 
 
 def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None) -> dict[str, Any]:
@@ -117,7 +122,7 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
 
     ``points(run)``: the run's lines with their points, when the summaries in memory keep only
     the lines' statistics (a large archive's points stay in the store, one run at a time here)."""
-    points = points or (lambda r: r.lines)
+    points = points or (lambda r, level=None: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
     total_lines = sum(lines_per_run) or 1
@@ -154,11 +159,12 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
     by_tag: dict[str, list] = {}
     thinned_any = False
     run_rows = []
+    level = _level(n_out)
     for i in runs:
         r = group.runs[i]
         start = r.start_time if r.start_time is not None and math.isfinite(r.start_time) else 0.0
         run_rows.append({"n": labels[i], "h": f"../../runs/{r.slug}/index.html", "w0": round(start, 3)})
-        for ln in points(r):
+        for ln in points(r, level):
             step, rel, value, thinned = _line(ln, n_out, start)
             thinned_any |= thinned
             name = labels[i] if ln.label in ("", "hparams") else f"{labels[i]} · {ln.label}"

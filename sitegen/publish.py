@@ -261,10 +261,10 @@ class Writer:
     def _target(self, rel: str) -> str:
         if rel in self.hashes:
             raise SitegenError(f"refusing to write {rel!r} twice")
-        # _checked refuses "..", absolute and empty parts, and the staging folder holds no
+        # checked_relpath refuses "..", absolute and empty parts, and the staging folder holds no
         # symlinks (only this module creates its entries), so the target stays inside it.
         # Plain strings, not Path objects: a rebuild links thousands of files.
-        target = self._root + _checked(rel)
+        target = self._root + checked_relpath(rel)
         folder = target[: target.rfind("/")]
         if folder not in self._dirs:
             os.makedirs(folder, exist_ok=True)
@@ -280,7 +280,7 @@ class Writer:
         if self._previous is None or rel not in self.old:
             return False
         try:
-            os.link(self._previous + _checked(rel), target)
+            os.link(self._previous + checked_relpath(rel), target)
         except OSError:
             return False
         digest, size = self.old[rel]
@@ -326,10 +326,10 @@ class Writer:
             for r in (rel, rel + ".gz"):
                 if r in self.hashes:
                     del self.hashes[r]
-                    _unlink(self._root + _checked(r))
+                    _unlink(self._root + checked_relpath(r))
 
 
-def _checked(rel: str) -> str:
+def checked_relpath(rel: str) -> str:
     """``rel`` when it is a plain relative path (what :func:`safe_relpath` accepts, minus
     doubled or trailing slashes), else :class:`SitegenError`."""
     if not rel or rel[0] == "/" or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
@@ -390,7 +390,7 @@ class Staging(Writer):
         for rel in hashes:
             if rel in self.hashes:
                 raise SitegenError(f"refusing to write {rel!r} twice")
-            _checked(rel)
+            checked_relpath(rel)
         self.hashes.update(hashes)
 
     def retire_old(self) -> None:

@@ -39,7 +39,10 @@ _SCHEMAS = {
     "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
     "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
 }
-_SUMMARY_MAGIC = b"SGSUM01\n"  # a run summary file: magic, JSON length, JSON, raw columns
+_SUMMARY_MAGIC = b"SGSUM02\n"  # a run summary file: magic, points, JSON length, raw columns, JSON
+#: the points columns of a run summary, in file order
+SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
+_ROW_BYTES = sum(np.dtype(d).itemsize for _, d in SUMMARY_COLUMNS)
 _TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
 
 
@@ -136,27 +139,22 @@ class Store:
         return digest, n
 
     def put_summary(self, key: str, doc: dict, columns: dict[str, np.ndarray]) -> bool:
-        """Keep a run's summary under ``key``: one file holding the JSON document and the
-        points as raw little-endian columns (one file per run: creating files is most of what
-        keeping 500 summaries costs; raw columns: a comparison page reads hundreds of them, and
-        opening an Arrow file costs 0.3 ms each). False if it could not."""
+        """Keep a run's summary under ``key``: one file holding the points as raw columns
+        (:data:`SUMMARY_COLUMNS`, all of one length) and the JSON document. One file per run:
+        creating files is most of what keeping 500 summaries costs; raw columns behind a fixed
+        header: a comparison page reads hundreds of them, and opening an Arrow file (or parsing
+        the document) costs more than reading the points. False if it could not."""
         if self.root is None:
             return False
-        layout, blobs, at = [], [], 0
-        for name, values in columns.items():
-            raw = np.ascontiguousarray(values, dtype=np.asarray(values).dtype.newbyteorder("<")).tobytes()
-            raw += bytes(-len(raw) % 8)
-            layout.append([name, np.asarray(values).dtype.newbyteorder("<").str, len(values), at])
-            blobs.append(raw)
-            at += len(raw)
-        head = json.dumps({"doc": doc, "columns": layout}).encode("utf-8", "surrogatepass")
-        head += b" " * (-(len(head) + len(_SUMMARY_MAGIC) + 8) % 8)
+        n = len(columns["line"])
+        raw = b"".join(np.ascontiguousarray(columns[name], dtype=dtype).tobytes() for name, dtype in SUMMARY_COLUMNS)
+        text = json.dumps(doc).encode("utf-8", "surrogatepass")
         path = self._summary_path(key)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(b"".join([_SUMMARY_MAGIC, len(head).to_bytes(8, "little"), head, *blobs]))
+                f.write(b"".join([_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), raw, text]))
             os.replace(tmp, path)
             return True
         except OSError as exc:
@@ -164,35 +162,45 @@ class Store:
             tmp.unlink(missing_ok=True)
             return False
 
-    def _summary_head(self, key: str, *, whole: bool) -> tuple[dict, bytes, int] | None:
+    def _summary_part(self, key: str, doc: bool) -> tuple[int, bytes] | None:
+        """(points, the raw columns) or (points, the JSON document) of a summary file."""
         if self.root is None:
             return None
+        head = len(_SUMMARY_MAGIC) + 16
         try:
             with open(self._summary_path(key), "rb") as f:
-                start = f.read(len(_SUMMARY_MAGIC) + 8)
-                if len(start) < len(_SUMMARY_MAGIC) + 8 or not start.startswith(_SUMMARY_MAGIC):
+                start = f.read(head)
+                if len(start) < head or not start.startswith(_SUMMARY_MAGIC):
                     return None
-                n = int.from_bytes(start[len(_SUMMARY_MAGIC):], "little")
-                head = json.loads(f.read(n))
-                return head, (f.read() if whole else b""), 0
-        except (OSError, ValueError, UnicodeDecodeError):
+                n, size = int.from_bytes(start[-16:-8], "little"), int.from_bytes(start[-8:], "little")
+                if doc:
+                    f.seek(head + n * _ROW_BYTES)
+                    part = f.read(size)
+                    return (n, part) if len(part) == size else None
+                part = f.read(n * _ROW_BYTES)
+                return (n, part) if len(part) == n * _ROW_BYTES else None
+        except OSError:
             return None
 
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
-        got = self._summary_head(key, whole=False)
-        return None if got is None or not isinstance(got[0], dict) else got[0].get("doc")
+        got = self._summary_part(key, doc=True)
+        try:
+            return None if got is None else json.loads(got[1])
+        except ValueError:
+            return None
 
     def get_points(self, key: str) -> dict[str, np.ndarray] | None:
         """Only the points of a run's summary, as numpy columns."""
-        got = self._summary_head(key, whole=True)
+        got = self._summary_part(key, doc=False)
         if got is None:
             return None
-        head, raw, _ = got
-        try:
-            return {name: np.frombuffer(raw, np.dtype(dtype), count, at) for name, dtype, count, at in head["columns"]}
-        except (KeyError, TypeError, ValueError):
-            return None
+        n, raw = got
+        out, at = {}, 0
+        for name, dtype in SUMMARY_COLUMNS:
+            out[name] = np.frombuffer(raw, dtype, n, at)
+            at += n * np.dtype(dtype).itemsize
+        return out
 
     def _summary_path(self, key: str) -> Path:
         assert self.root is not None

@@ -157,14 +157,26 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
 
 
-def with_points(lines: list[ChartLine], table: dict[str, np.ndarray]) -> list[ChartLine]:
-    """``lines`` (statistics only) with their points from a summary's points columns."""
-    bounds = np.searchsorted(table["line"], np.arange(len(lines) + 1))
-    step, wall, value = table["step"], table["wall_time"], table["value"]
-    levels = table.get("levels")
-    return [ChartLine(ln.tag, ln.label, replace(ln.series, step=step[a:b], wall_time=wall[a:b], value=value[a:b],
-                                                levels=None if levels is None else levels[a:b]))
-            for ln, a, b in zip(lines, bounds[:-1], bounds[1:])]
+def with_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int | None = None) -> list[ChartLine]:
+    """``lines`` (statistics only) with their points from a summary's points columns; with
+    ``level``, only the points drawn at ``compare.LEVELS[level]`` (masked for the whole run at
+    once: a comparison page takes hundreds of runs)."""
+    ids, step, wall, value, levels = (table[c] for c in ("line", "step", "wall_time", "value", "levels"))
+    before = np.searchsorted(ids, np.arange(len(lines) + 1)) if level is not None else None
+    if level is not None:
+        keep = (levels & np.uint8(1 << level)) != 0
+        if not keep.all():
+            ids, step, wall, value, levels = ids[keep], step[keep], wall[keep], value[keep], levels[keep]
+    bounds = np.searchsorted(ids, np.arange(len(lines) + 1)).tolist()
+    if before is not None:
+        cut = (np.diff(before) != np.diff(bounds)).tolist()
+    out = []
+    for i, ln in enumerate(lines):
+        a, b = bounds[i], bounds[i + 1]
+        s = ln.series
+        thinned = s.thinned or (before is not None and cut[i])
+        out.append(ChartLine(ln.tag, ln.label, Series(step[a:b], wall[a:b], value[a:b], s.stats, thinned, levels[a:b])))
+    return out
 
 
 def without_points(run: SiteRun) -> SiteRun:
