@@ -647,8 +647,14 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
     rows = []
     for r in bd["rows"]:
         pct = f"{r['pct_of_full']:.1f} %" if "pct_of_full" in r else "–"
-        rows.append([r["bench"], secs(r["seconds"]), pct, mb(r.get("peak_rss")), mb(r.get("tree_rss"))])
-    L += _table(["step", "time", "% of full build", "peak RSS", "tree RSS"], rows)
+        every = ", ".join(f"{t:.2f}" for t in r.get("runs_s") or []) or "–"
+        rows.append([r["bench"], secs(r["seconds"]), pct, every, mb(r.get("peak_rss")), mb(r.get("tree_rss"))])
+    if bd.get("repeat", 1) > 1:
+        L += [f"Each timed step ran {bd['repeat']} times (the Rust server too); *time* is the fastest, every run's "
+              "seconds are listed: this virtual machine's speed drifts by up to 2× from one minute to the next, in "
+              "both directions for every program, so the fastest run is the one that measures the code. Memory is "
+              "the largest of the runs.", ""]
+    L += _table(["step", "time", "% of full build", "every run (s)", "peak RSS", "tree RSS"], rows)
     if bd.get("appended"):
         ap = bd["appended"]
         L += [f"Append: {ap['records_each']:,} valid records (100 more steps × 10 tags, same layout) appended to "

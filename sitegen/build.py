@@ -271,14 +271,16 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     return writer.hashes
 
 
-def share(groups: list[compare.Group], workers: int, head_start: int) -> tuple[list[compare.Group], list[compare.Group]]:
-    """Comparison pages for the workers (largest first) and for this process, balanced by run
-    count; this process starts with ``head_start`` (the index it draws too)."""
-    loads = [0] * workers + [head_start]
+def share(groups: list[compare.Group], workers: int, runs: int) -> tuple[list[compare.Group], list[compare.Group]]:
+    """Comparison pages for the workers (largest first) and for this process, which also draws
+    the index of ``runs`` runs: balanced by run count, a page sent to a worker costing 60%
+    more (its runs' summaries are pickled there and back, measured on a 500-run page)."""
+    loads = [0.0] * workers + [0.3 * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
-        k = loads.index(min(loads))
-        loads[k] += len(g.runs) + 5
+        cost = len(g.runs) + 5
+        k = min(range(len(loads)), key=lambda k: loads[k] + cost * (1.0 if k == workers else 1.6))
+        loads[k] += cost * (1.0 if k == workers else 1.6)
         lanes[k].append(g)
     theirs = sorted((g for lane in lanes[:-1] for g in lane), key=lambda g: -len(g.runs))
     return theirs, lanes[-1]
@@ -327,6 +329,11 @@ def build(
     store = Store(cache)
     problems: list[Problem] = []
     step = progress or (lambda stage, i, n: None)
+    cores = jobs or os.cpu_count() or 1
+    early = None  # a rebuild of a large archive: one helper starts importing while this process scans
+    if executor == "local" and cores > 1 and _previous_size(Path(out)) >= PARALLEL_MIN_BYTES:
+        early = executors.local_pool(cores)
+        executors.warm(early, 1)
     step("scanning", 1, 4)
     sources = scan(
         archive, include=config.runs.include, exclude=config.runs.exclude,
@@ -350,6 +357,8 @@ def build(
     site_key = _site_key(keys, assets.urls, scan_problems, Path(archive), source_date_epoch)
     same = _unchanged(Path(out), site_key)
     if same is not None:  # the live build was made from exactly these inputs: nothing to do
+        if early is not None:
+            executors.discard(early)
         step("unchanged", 4, 4)
         publish.tidy(Path(out), keep)
         loc.push()
@@ -357,30 +366,44 @@ def build(
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
     stored: set[str] = set()  # runs whose line points are in the store only
-    pool = None
+    pool = early
     with contextlib.ExitStack() as stack, publish.Staging(Path(out), keep=keep) as stage:
+        if early is not None:
+            stack.enter_context(early)
         for rel, data in assets.files.items():
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)
         slugs = [slugify(j.family[0].name) for j in job_list]
         changed = sum(previous.get(slug) != key for slug, key in zip(slugs, keys))
-        pool_size = 0
+        pool_size = 0 if early is None else 1
         if executor == "local" and workers > 1:
             # started before the unchanged runs are reused, so the workers import meanwhile; a
             # rebuild that redraws only a few runs still gets one helper for the comparison pages
-            pool_size = workers if changed >= MIN_PARALLEL_RUNS else 1
-            pool = stack.enter_context(executors.local_pool(pool_size))
-            executors.warm(pool, pool_size)
-        # unchanged runs: the summary from the store, the files linked from the live build
-        for i, (slug, key) in enumerate(zip(slugs, keys)):
-            if previous.get(slug) == key:
-                results[i] = _reuse(store, key, stage)
-                if results[i] is not None:
-                    stored.add(results[i].run.slug)
+            want = workers if changed >= MIN_PARALLEL_RUNS else 1
+            if pool is None:
+                pool = stack.enter_context(executors.local_pool(workers))
+            executors.warm(pool, want - pool_size)
+            pool_size = max(pool_size, want)
+        # unchanged runs: their files linked from the live build (in the background), their
+        # summaries from the store meanwhile
+        same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]
+        own = {i: list(stage.old_under(f"runs/{slugs[i]}/")) for i in same}
+        wait_links = stage.link_many([rel for i in same for rel in own[i]])
+        for i in same:
+            results[i] = _reuse(store, keys[i])
+        missing = wait_links()
+        for i in same:
+            r = results[i]
+            if r is None or missing.intersection(own[i]) or not set(r.files) <= set(own[i]):
+                stage.unlink(own[i])  # drawn again
+                results[i] = None
+            else:
+                results[i] = replace(r, files={})
+                stored.add(r.run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
         if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool_size < workers:  # reuse failed
+            executors.warm(pool, workers - pool_size)
             pool_size = workers
-            pool = stack.enter_context(executors.local_pool(pool_size))
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         def dispatch(i: int) -> Job:
             job = replace(job_list[i], key=keys[i])
@@ -439,7 +462,7 @@ def build(
                                 {r.slug: held[r.slug] for r in g.runs if r.slug in held},
                                 Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
 
-            theirs, mine = share([g for g in groups if g.slug not in skip], pool_size, len(runs) // 2)
+            theirs, mine = share([g for g in groups if g.slug not in skip], pool_size, len(runs))
 
             def here() -> None:
                 for rel, data in render.index_files(runs, hps, groups, config, assets, problems).items():
@@ -529,6 +552,18 @@ def _nested(root: Path, dirs: list[Path], names: list[str]) -> frozenset:
     return frozenset(out)
 
 
+def _previous_size(out: Path) -> int:
+    """Bytes of logs the live build was made from (0: no live build)."""
+    live = publish.live_build(out)
+    if live is None:
+        return 0
+    try:
+        sources = json.loads((live / manifest.MANIFEST).read_text("utf-8")).get("sources", {})
+        return sum(int(e.get("size", 0)) for e in sources.values() if isinstance(e, dict))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 0
+
+
 def _previous_runs(previous: Path | None) -> dict[str, str]:
     """``{slug: input key}`` of the runs of the live build (from its manifest)."""
     if previous is None:
@@ -540,21 +575,15 @@ def _previous_runs(previous: Path | None) -> dict[str, str]:
         return {}
 
 
-def _reuse(store: Store, key: str, stage: publish.Staging) -> RunResult | None:
-    """A run whose inputs did not change: its summary from the store, its files linked from
-    the live build. None when anything is missing (then it is simply drawn again)."""
+def _reuse(store: Store, key: str) -> RunResult | None:
+    """A run whose inputs did not change, from its summary in the store (``files``: the names
+    of its pages, linked from the live build); None when the store lost it."""
     doc = store.get_summary(key)
     if doc is None:
         return None
     run, hp, files, problems, sources = summary.from_doc(doc)
     digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
-    linked = []
-    for rel in files:
-        if not stage.link_previous(rel):
-            stage.unlink(linked)
-            return None
-        linked.append(rel)
-    return RunResult(run, hp, {}, problems, sources, digests, stored=True)
+    return RunResult(run, hp, dict.fromkeys(files, b""), problems, sources, digests, stored=True)
 
 
 def report(problems: list[Problem]) -> bytes:

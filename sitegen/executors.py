@@ -155,13 +155,27 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
 
 def _warm_up() -> None:
     """Import what drawing needs (a worker's first job would otherwise wait for it)."""
+    import markdown_it  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+
     from . import build, render, runpage  # noqa: F401
+
+    env = render._page_context("en")[0]  # and the templates (their compiled code is cached on disk)
+    for name in ("run.html", "compare.html"):
+        env.get_template(name)
 
 
 def warm(pool: ProcessPoolExecutor, workers: int) -> None:
     """Start the pool's workers and their imports now, without waiting for them."""
     for _ in range(workers):
         pool.submit(_warm_up)
+
+
+def discard(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool that turned out not to be needed, without waiting for its workers' imports."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in mp.active_children():
+        proc.terminate()
 
 
 def map_calls(pool: ProcessPoolExecutor, fn: Callable, items: Iterator, *, window: int,

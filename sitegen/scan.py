@@ -12,7 +12,7 @@ import fnmatch
 import logging
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import Problem, UsageError
 from .model import RunSource
@@ -73,7 +73,7 @@ def scan(
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         _report_odd_entries(directory, filenames, dirnames, patterns, problems)
-        store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory)), None)
+        store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory, dirnames)), None)
         if store is not None:
             found.extend(store.discover(directory, archive))
             dirnames[:] = []
@@ -127,8 +127,7 @@ def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: t
     for run in runs:
         parent = None
         if run.format != "mlflow" and run.name != ".":
-            for ancestor in PurePosixPath(run.name).parents:
-                key = ancestor.as_posix()
+            for key in _ancestors(run.name):
                 if key in names:
                     parent = key
                     break
@@ -141,7 +140,16 @@ def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: t
 def _family_root(name: str, names: set[str]) -> str:
     """The outermost run that contains ``name`` (itself when it is not a sub-run)."""
     root = name
-    for ancestor in PurePosixPath(name).parents:
-        if ancestor.as_posix() in names:
-            root = ancestor.as_posix()
+    for ancestor in _ancestors(name):
+        if ancestor in names:
+            root = ancestor
     return root
+
+
+def _ancestors(name: str) -> list[str]:
+    """``PurePosixPath(name).parents`` as strings, nearest first ("a/b/c" -> "a/b", "a", ".")."""
+    out = []
+    while "/" in name:
+        name = name.rsplit("/", 1)[0]
+        out.append(name)
+    return out + ["."]

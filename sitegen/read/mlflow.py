@@ -410,18 +410,20 @@ def _is_run_dir(directory: Path) -> bool:
     return any((directory / sub).is_dir() for sub in ("metrics", "params", "artifacts"))
 
 
-def is_store(directory: Path) -> bool:
+def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
     """A folder named ``mlruns``, or one holding an experiment folder (meta.yaml with
-    ``experiment_id`` and ``artifact_location``)."""
+    ``experiment_id`` and ``artifact_location``). ``subdirs``: the names of its folders, when
+    the caller (the archive scan) has listed them already."""
     directory = Path(directory)
-    if not directory.is_dir():
+    if subdirs is None and not directory.is_dir():
         return False
     if directory.name == "mlruns":
         return True
-    for sub in _subdirs(directory):
-        if sub.name in RESERVED_ROOT_FOLDERS:
+    names = [p.name for p in _subdirs(directory)] if subdirs is None else sorted(subdirs)
+    for name in names:
+        if name in RESERVED_ROOT_FOLDERS:
             continue
-        meta = _peek_meta(sub / META)
+        meta = _peek_meta(directory / name / META)
         if "experiment_id" in meta and "artifact_location" in meta:
             return True
     return False
