@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import compare, executors, manifest, publish, remote, render, summary
+from . import compare, executors, manifest, publish, remote, render, stamp, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -329,11 +329,6 @@ def build(
     store = Store(cache)
     problems: list[Problem] = []
     step = progress or (lambda stage, i, n: None)
-    cores = jobs or os.cpu_count() or 1
-    early = None  # a rebuild of a large archive: one helper starts importing while this process scans
-    if executor == "local" and cores > 1 and _previous_size(Path(out)) >= PARALLEL_MIN_BYTES:
-        early = executors.local_pool(cores)
-        executors.warm(early, 1)
     step("scanning", 1, 4)
     sources = scan(
         archive, include=config.runs.include, exclude=config.runs.exclude,
@@ -357,8 +352,6 @@ def build(
     site_key = _site_key(keys, assets.urls, scan_problems, Path(archive), source_date_epoch)
     same = _unchanged(Path(out), site_key)
     if same is not None:  # the live build was made from exactly these inputs: nothing to do
-        if early is not None:
-            executors.discard(early)
         step("unchanged", 4, 4)
         publish.tidy(Path(out), keep)
         loc.push()
@@ -366,24 +359,19 @@ def build(
     results: list[RunResult | None] = [None] * len(job_list)
     run_keys: dict[str, str] = {}
     stored: set[str] = set()  # runs whose line points are in the store only
-    pool = early
+    pool = None
     with contextlib.ExitStack() as stack, publish.Staging(Path(out), keep=keep) as stage:
-        if early is not None:
-            stack.enter_context(early)
         for rel, data in assets.files.items():
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)
         slugs = [slugify(j.family[0].name) for j in job_list]
         changed = sum(previous.get(slug) != key for slug, key in zip(slugs, keys))
-        pool_size = 0 if early is None else 1
-        if executor == "local" and workers > 1:
-            # started before the unchanged runs are reused, so the workers import meanwhile; a
-            # rebuild that redraws only a few runs still gets one helper for the comparison pages
-            want = workers if changed >= MIN_PARALLEL_RUNS else 1
-            if pool is None:
-                pool = stack.enter_context(executors.local_pool(workers))
-            executors.warm(pool, want - pool_size)
-            pool_size = max(pool_size, want)
+        pool_size = 0
+        if executor == "local" and workers > 1 and changed >= MIN_PARALLEL_RUNS:
+            # started before the unchanged runs are reused, so the workers import meanwhile
+            pool = stack.enter_context(executors.local_pool(workers))
+            executors.warm(pool, workers)
+            pool_size = workers
         # unchanged runs: their files linked from the live build (in the background), their
         # summaries from the store meanwhile
         same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]
@@ -401,8 +389,8 @@ def build(
                 results[i] = replace(r, files={})
                 stored.add(r.run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
-        if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool_size < workers:  # reuse failed
-            executors.warm(pool, workers - pool_size)
+        if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool is None:  # reuse failed
+            pool = stack.enter_context(executors.local_pool(workers))
             pool_size = workers
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         def dispatch(i: int) -> Job:
@@ -437,6 +425,7 @@ def build(
             run_keys[r.run.slug] = key
             problems.extend(r.problems)
         step("drawing the index and comparisons", 3, 4)
+        stage.flush_early()
         stage.retire_old()
         skip = set()
         groups = compare.groups([r.run for r in done])
@@ -451,7 +440,7 @@ def build(
                     stage.unlink(rels)
         held = {slug: run_keys[slug] for slug in stored}
         runs, hps = [r.run for r in done], [r.hparams for r in done]
-        if pool is None:
+        if pool is None:  # few runs drawn: sending pages to workers would cost more than it saves
             render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip),
                                points=stored_points(store, held), write=stage.write)
         else:  # the comparison pages shared between the workers and this process, which also draws the index
@@ -501,24 +490,8 @@ def _unchanged(out: Path, site_key: str) -> BuildResult | None:
     """The live build, when it was made from the same inputs (its manifest's site key) and is
     still whole (every file of its manifest present, with its size): a nightly rebuild of an
     unchanged archive then costs a scan and a few stats instead of a new build."""
-    live = publish.live_build(out)
-    if live is None:
-        return None
-    try:
-        doc = json.loads((live / manifest.MANIFEST).read_text("utf-8"))
-        if doc.get("site") != site_key:
-            return None
-        base = str(live) + "/"
-        for rel, entry in doc["files"].items():
-            if os.stat(base + publish.checked_relpath(rel)).st_size != entry["size"]:
-                return None
-        items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
-        problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, publish.SitegenError):
-        return None
-    runs = sum(1 for k in doc.get("runs", {}) if not k.startswith("compare/"))
-    written = len(doc["files"]) + sum((live / n).exists() for n in (manifest.MANIFEST, manifest.MANIFEST + ".gz"))
-    return BuildResult(out, runs, written, problems)
+    live = stamp.whole(out, site_key)
+    return None if live is None else BuildResult(out, live.runs, live.files, live.problems)
 
 
 def _realpaths(folders: list[Path]) -> dict[Path, Path]:
@@ -552,24 +525,12 @@ def _nested(root: Path, dirs: list[Path], names: list[str]) -> frozenset:
     return frozenset(out)
 
 
-def _previous_size(out: Path) -> int:
-    """Bytes of logs the live build was made from (0: no live build)."""
-    live = publish.live_build(out)
-    if live is None:
-        return 0
-    try:
-        sources = json.loads((live / manifest.MANIFEST).read_text("utf-8")).get("sources", {})
-        return sum(int(e.get("size", 0)) for e in sources.values() if isinstance(e, dict))
-    except (OSError, ValueError, AttributeError, TypeError):
-        return 0
-
-
 def _previous_runs(previous: Path | None) -> dict[str, str]:
     """``{slug: input key}`` of the runs of the live build (from its manifest)."""
     if previous is None:
         return {}
     try:
-        runs = json.loads((previous / manifest.MANIFEST).read_text("utf-8")).get("runs", {})
+        runs = manifest.read_live(previous).get("runs", {})
         return {k: v for k, v in runs.items() if isinstance(k, str) and isinstance(v, str)}
     except (OSError, ValueError, AttributeError):
         return {}

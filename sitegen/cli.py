@@ -82,26 +82,46 @@ def _executor(args: argparse.Namespace, config) -> dict:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .build import build
-
     config = load_config(args.config)
     if args.keep < 1:
         raise UsageError(f"--keep must be at least 1, got {args.keep}")
     if isinstance(args.archive, Path) and not args.archive.is_dir():
         raise UsageError(f"{args.archive}: no such archive folder")
     extra = _executor(args, config)
+    sde = source_date_epoch()
+    stamp = cache = None
+    if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
+        # a local archive with a local cache: first ask whether anything changed at all,
+        # before importing the rest of sitegen (see sitegen.stamp)
+        from . import publish, stamp as stamps
+        from .resources import default_cache_dir
+
+        cache = args.cache or default_cache_dir()
+        stamp = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
+        same = stamps.unchanged(args.out, cache, stamp)
+        if same is not None:
+            publish.tidy(args.out, args.keep)
+            return _built(args, same.runs, same.files, args.out, same.problems)
+    from .build import build
+
     progress = _Progress(enabled=not args.quiet)
     try:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=source_date_epoch(), progress=progress, **extra,
+            source_date_epoch=sde, progress=progress, **extra,
         )
     finally:
         progress.done()
-    log.info("built %d runs, %d files into %s; %d problems", result.runs, result.files, result.out, len(result.problems))
-    if args.strict and result.problems:
-        log.error("%d problems while reading (--strict)", len(result.problems))
+    if stamp is not None:
+        stamps.write(args.out, cache, stamp)
+    return _built(args, result.runs, result.files, result.out, result.problems)
+
+
+def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
+    log.info("built %d runs, %d files into %s; %d problems", runs, files, out, len(problems))
+    if args.strict and problems:
+        log.error("%d problems while reading (--strict)", len(problems))
         return EXIT_WARNINGS
     return EXIT_OK
 

@@ -171,13 +171,6 @@ def warm(pool: ProcessPoolExecutor, workers: int) -> None:
         pool.submit(_warm_up)
 
 
-def discard(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool that turned out not to be needed, without waiting for its workers' imports."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in mp.active_children():
-        proc.terminate()
-
-
 def map_calls(pool: ProcessPoolExecutor, fn: Callable, items: Iterator, *, window: int,
               before: Callable[[], object] | None = None) -> Iterator:
     """``fn(item)`` for every item on ``pool``, at most ``window`` in flight (each item may be

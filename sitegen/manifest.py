@@ -109,6 +109,22 @@ def make_from_hashes(
     return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode("ascii")
 
 
+def read_live(build: Path) -> dict[str, Any]:
+    """A build's manifest as parsed JSON, parsed once per process while the file stays the same
+    (a rebuild asks it several questions). Raises OSError/ValueError."""
+    path = Path(build) / MANIFEST
+    st = path.stat()
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    doc = _LIVE.get(key)
+    if doc is None:
+        _LIVE.clear()
+        doc = _LIVE[key] = json.loads(path.read_bytes())
+    return doc
+
+
+_LIVE: dict[tuple, Any] = {}
+
+
 def load(site: Path) -> dict[str, Any]:
     path = Path(site) / MANIFEST
     try:

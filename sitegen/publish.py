@@ -80,7 +80,9 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
     if previous is None:
         return {}
     try:
-        data = json.loads((previous / "manifest.json").read_text("utf-8"))
+        from .manifest import read_live
+
+        data = read_live(previous)
         return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
                 if isinstance(e, dict) and "sha256" in e}
     except (OSError, ValueError, TypeError, AttributeError):
@@ -375,6 +377,7 @@ class Staging(Writer):
         previous = live_build(out)
         super().__init__(root, previous, _previous_hashes(previous))
         self._trash: list | None = None  # background removals started by retire_old
+        self._syncing: threading.Thread | None = None  # see flush_early
 
     def __enter__(self) -> "Staging":
         return self
@@ -468,13 +471,23 @@ class Staging(Writer):
             except OSError:  # no rm: commit removes them
                 pass
 
+    def flush_early(self) -> None:
+        """Start writing what is on disk so far to storage, in a background thread: the sync in
+        :meth:`commit` then has only the last files left (on a 500-run archive it took 0.5 s
+        when it had everything to write)."""
+        if self._syncing is None:
+            self._syncing = threading.Thread(target=os.sync, daemon=True)
+            self._syncing.start()
+
     def _wait_trash(self) -> None:
         for proc in self._trash or []:
             proc.wait()
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""
-        os.sync()  # one sync for the whole tree before it can become live
+        if self._syncing is not None:
+            self._syncing.join()
+        os.sync()  # the whole tree is on storage before it can become live
         h = hashlib.sha256()
         for rel in sorted(self.hashes):
             h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + bytes.fromhex(self.hashes[rel][0]))

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .errors import Problem
+from .resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
 from .model import (
     RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData,
     SourceFile, Text, merge_parts,
@@ -68,12 +69,6 @@ def _from_table(kind: str, table: pa.Table) -> list:
     if kind == "histograms":
         return [Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows]
     return [_TYPES[kind](**r) for r in rows]
-
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/sitegen`` or ``~/.cache/sitegen``: persist it between CI runs."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sitegen"
 
 
 class Store:

@@ -1,0 +1,154 @@
+"""A rebuild of an archive that did not change, answered before anything heavy is imported.
+
+Every build leaves a stamp in the cache folder (``stamps/``, one per output path): a hash of what the
+site depends on that ``stat`` can see — every folder and file below the archive (type, size,
+mtime, inode), the config file's bytes, the options, sitegen's code and templates, the Python
+and the packages that draw the pages — and the build it made. When the next build finds the same
+stamp, the same live build, and that build still whole, it is done: no scan, no run keys, no
+numpy or pyarrow (half of what a rebuild that changes nothing cost). Anything the stamp cannot
+vouch for (a changed file, a package upgrade, a missing stamp) takes the normal path, which
+compares the run keys and, when they match, keeps the live build all the same.
+
+Standard library only: this module is imported before the rest of sitegen.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .errors import Problem, SitegenError
+from .publish import checked_relpath, live_build
+
+MANIFEST = "manifest.json"
+#: packages whose upgrade may change the pages (their package files are stamped)
+PACKAGES = ("numpy", "pyarrow", "jinja2", "markupsafe", "markdown_it", "vl_convert", "altair", "tsdownsample",
+            "google_crc32c")
+
+
+@dataclass
+class Live:
+    """The live build, whole: how many runs and files it has and the problems it reported."""
+
+    folder: Path
+    doc: dict
+    runs: int
+    files: int
+    problems: list[Problem]
+
+
+def inputs(archive: Path, options: dict, config: Path | None = None) -> str | None:
+    """The stamp of a build of ``archive`` with ``options`` (JSON-able: everything of the command
+    line that changes the site) and the config file; None when something cannot be read (then
+    the build takes the normal path)."""
+    h = hashlib.sha256()
+    try:
+        h.update(json.dumps([__version__, sys.version, str(Path(archive).absolute()), options,
+                             None if config is None else str(config)], sort_keys=True, default=str).encode())
+        if config is not None:
+            h.update(Path(config).read_bytes())
+        here = Path(__file__).resolve().parent
+        from .resources import templates_dir
+
+        for root in (here, templates_dir()):
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames.sort()
+                for name in sorted(filenames):
+                    h.update(_entry(os.path.join(dirpath, name)))
+        for name in PACKAGES:
+            spec = importlib.util.find_spec(name)
+            h.update(_entry(spec.origin) if spec is not None and spec.origin else f"{name}: none\n".encode())
+        _walk(Path(archive), h)
+    except (OSError, ValueError, ImportError):
+        return None
+    return h.hexdigest()
+
+
+def _entry(path: str) -> bytes:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass")
+    return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
+
+
+def _walk(archive: Path, h) -> None:
+    """Every folder and file below the archive, symlinks followed once (as the scan does)."""
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=lambda e: h.update(f"!{e}\n".encode())):
+        try:
+            st = os.stat(dirpath)
+        except OSError as exc:
+            h.update(f"{dirpath}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames.sort()
+        h.update(_entry(dirpath))
+        for name in sorted(filenames):
+            h.update(_entry(os.path.join(dirpath, name)))
+
+
+def whole(out: Path, site_key: str | None = None) -> Live | None:
+    """The live build behind ``out`` when every file of its manifest is there with its size
+    (and, given ``site_key``, when its manifest says it was made from those inputs)."""
+    live = live_build(out)
+    if live is None:
+        return None
+    try:
+        doc = json.loads((live / MANIFEST).read_bytes())
+        if site_key is not None and doc.get("site") != site_key:
+            return None
+        base = str(live) + "/"
+        for rel, entry in doc["files"].items():
+            if os.stat(base + checked_relpath(rel)).st_size != entry["size"]:
+                return None
+        items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
+        problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
+        runs = sum(1 for k in doc.get("runs", {}) if not k.startswith("compare/"))
+        files = len(doc["files"]) + sum((live / n).exists() for n in (MANIFEST, MANIFEST + ".gz"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, SitegenError):
+        return None
+    return Live(live, doc, runs, files, problems)
+
+
+def _slot(cache: Path, out: Path) -> Path:
+    name = hashlib.sha256(str(Path(out).absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return Path(cache) / "stamps" / f"{name}.json"
+
+
+def unchanged(out: Path, cache: Path, stamp: str | None) -> Live | None:
+    """The live build, when the last build left this very stamp for it and it is still whole."""
+    if stamp is None:
+        return None
+    try:
+        doc = json.loads(_slot(cache, out).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    live = live_build(Path(out))
+    if not isinstance(doc, dict) or doc.get("stamp") != stamp or live is None or doc.get("build") != live.name:
+        return None
+    return whole(Path(out))
+
+
+def write(out: Path, cache: Path, stamp: str | None) -> None:
+    """Record ``stamp`` for the build ``out`` now points at (after a successful build)."""
+    live = live_build(Path(out))
+    if stamp is None or live is None:
+        return
+    path = _slot(cache, out)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"stamp": stamp, "build": live.name, "out": str(Path(out).absolute())}), "utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
