@@ -296,7 +296,9 @@ def stored_points(store: Store, keys: dict[str, str]) -> Callable[[SiteRun], lis
         table = store.get_points(key)
         if table is None:
             raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
-        return summary.with_points(run.lines, table, level)
+        if level is not None:
+            return summary.level_points(run.lines, table, level)
+        return summary.with_points(run.lines, table)
     return points
 
 

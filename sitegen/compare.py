@@ -108,6 +108,17 @@ def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     return step, wall - start, value, thinned
 
 
+@dataclass
+class Packed:
+    """A run's lines at one level as flat columns: line j is ``[bounds[j]:bounds[j + 1]]``."""
+
+    bounds: list[int]
+    step: np.ndarray
+    wall: np.ndarray
+    value: np.ndarray
+    thinned: list[bool]
+
+
 def _level(n_out: int) -> int:
     """The largest of :data:`LEVELS` at most ``n_out`` (the smallest when none is)."""
     return next((k for k, n in enumerate(LEVELS) if n <= n_out), len(LEVELS) - 1)
@@ -164,8 +175,14 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
         r = group.runs[i]
         start = r.start_time if r.start_time is not None and math.isfinite(r.start_time) else 0.0
         run_rows.append({"n": labels[i], "h": f"../../runs/{r.slug}/index.html", "w0": round(start, 3)})
-        for ln in points(r, level):
-            step, rel, value, thinned = _line(ln, n_out, start)
+        got = points(r, level)
+        if isinstance(got, Packed):  # one run's lines as flat columns, already at the level
+            rel_all = got.wall - start
+            parts = [(got.step[a:b], rel_all[a:b], got.value[a:b], t)
+                     for a, b, t in zip(got.bounds[:-1], got.bounds[1:], got.thinned)]
+        else:
+            parts = [_line(ln, n_out, start) for ln in got]
+        for ln, (step, rel, value, thinned) in zip(r.lines, parts):
             thinned_any |= thinned
             name = labels[i] if ln.label in ("", "hparams") else f"{labels[i]} · {ln.label}"
             by_tag.setdefault(ln.tag, []).append(({"r": len(run_rows) - 1, "s": name, "n": len(step)}, step, rel, value))

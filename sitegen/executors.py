@@ -160,9 +160,7 @@ def _warm_up() -> None:
 
     from . import build, render, runpage  # noqa: F401
 
-    env = render._page_context("en")[0]  # and the templates (their compiled code is cached on disk)
-    for name in ("run.html", "compare.html"):
-        env.get_template(name)
+    render.load_templates()
 
 
 def warm(pool: ProcessPoolExecutor, workers: int) -> None:

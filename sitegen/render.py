@@ -231,6 +231,14 @@ def _page_context(language: str) -> tuple[jinja2.Environment, MarkdownIt]:
     return _env(language), markdown()
 
 
+def load_templates(language: str = "en") -> None:
+    """Load the page templates now (their compiled code comes from the machine cache): a worker
+    does it while it waits for its first run."""
+    env = _page_context(language)[0]
+    for name in ("run.html", "compare.html"):
+        env.get_template(name)
+
+
 def _common(config: Config) -> dict:
     return {"title": config.title, "lang": config.language, "version": __version__}
 

@@ -172,6 +172,22 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
 
 
+def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int):
+    """The points drawn at ``compare.LEVELS[level]`` of a run's lines, as flat columns: a
+    comparison page of hundreds of runs needs no object per line (see ``compare.Packed``)."""
+    from .compare import Packed
+
+    ids, step, wall, value, levels = (table[c] for c in ("line", "step", "wall_time", "value", "levels"))
+    n = np.arange(len(lines) + 1)
+    before = np.searchsorted(ids, n)
+    keep = (levels & np.uint8(1 << level)) != 0
+    if not keep.all():
+        ids, step, wall, value = ids[keep], step[keep], wall[keep], value[keep]
+    bounds = np.searchsorted(ids, n)
+    cut = np.diff(before) != np.diff(bounds)
+    return Packed(bounds.tolist(), step, wall, value, [ln.series.thinned or c for ln, c in zip(lines, cut.tolist())])
+
+
 def with_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int | None = None) -> list[ChartLine]:
     """``lines`` (statistics only) with their points from a summary's points columns; with
     ``level``, only the points drawn at ``compare.LEVELS[level]`` (masked for the whole run at
