@@ -252,7 +252,7 @@ def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler
 class GroupJob:
     """One comparison page, drawn and written by a worker."""
 
-    group: compare.Group  # its runs: summaries, their points in the store unless listed in ``held``
+    group: compare.Group  # its runs: summaries; the points of those in ``keys`` are in the store
     hps: list[dict]  # of group.runs
     config: Config
     urls: dict[str, str]
@@ -274,7 +274,7 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
 def share(groups: list[compare.Group], workers: int, runs: int) -> tuple[list[compare.Group], list[compare.Group]]:
     """Comparison pages for the workers (largest first) and for this process, which also draws
     the index of ``runs`` runs: balanced by run count, a page sent to a worker costing 60%
-    more (its runs' summaries are pickled there and back, measured on a 500-run page)."""
+    more (its runs' summaries are pickled and sent; measured on a 500-run page)."""
     loads = [0.0] * workers + [0.3 * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
@@ -286,19 +286,18 @@ def share(groups: list[compare.Group], workers: int, runs: int) -> tuple[list[co
     return theirs, lanes[-1]
 
 
-def stored_points(store: Store, keys: dict[str, str]) -> Callable[[SiteRun], list[ChartLine]]:
-    """A run's chart lines with their points: from the store for the runs in ``keys``, else
-    the run's own (small archives, or no cache)."""
-    def points(run: SiteRun, level: int | None = None) -> list[ChartLine]:
+def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
+    """A run's points at a level of :data:`compare.LEVELS`: from the store for the runs in
+    ``keys`` (as :class:`compare.Packed`), else the run's own chart lines (small archives, or
+    no cache)."""
+    def points(run: SiteRun, level: int) -> list[ChartLine] | compare.Packed:
         key = keys.get(run.slug)
         if key is None:
             return run.lines
         table = store.get_points(key)
         if table is None:
             raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
-        if level is not None:
-            return summary.level_points(run.lines, table, level)
-        return summary.with_points(run.lines, table)
+        return summary.level_points(run.lines, table, level)
     return points
 
 

@@ -124,16 +124,17 @@ def _level(n_out: int) -> int:
     return next((k for k, n in enumerate(LEVELS) if n <= n_out), len(LEVELS) - 1)
 
 
-#: a run's chart lines with their points; given a level, they may hold only that level's points
-Points = Callable[..., list]
+#: a run's points at a level: its chart lines, or (from the store) :class:`Packed`
+Points = Callable[[SiteRun, int], Any]
 
 
 def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None) -> dict[str, Any]:
     """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``.
 
-    ``points(run)``: the run's lines with their points, when the summaries in memory keep only
-    the lines' statistics (a large archive's points stay in the store, one run at a time here)."""
-    points = points or (lambda r, level=None: r.lines)
+    ``points(run, level)``: the run's points, when the summaries in memory keep only the lines'
+    statistics (a large archive's points stay in the store, one run at a time here): its chart
+    lines, or its lines at that level as :class:`Packed`."""
+    points = points or (lambda r, level: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
     total_lines = sum(lines_per_run) or 1

@@ -29,7 +29,6 @@ import errno
 import fcntl
 import gzip
 import hashlib
-import json
 import logging
 import os
 import re
@@ -38,7 +37,7 @@ import shutil
 import subprocess
 import threading
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable, Iterator
 
 from .errors import SitegenError, UsageError
@@ -50,13 +49,6 @@ LINK_CHUNK = 2000  # paths per `cp -l` command line
 BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
 STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
 TRASH_NAME = re.compile(r"^\.trash-(\d+)-.+$")
-
-
-def safe_relpath(rel: str) -> PurePosixPath:
-    p = PurePosixPath(rel)
-    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") for part in p.parts) or "\\" in rel or "\x00" in rel:
-        raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
-    return p
 
 
 NO_TWIN_NAMES = ("scalars.js",)  # a run's full scalars: loaded only when its CSV is asked for
@@ -80,7 +72,7 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
     if previous is None:
         return {}
     try:
-        from .manifest import read_live
+        from .manifest import read_live  # here: manifest imports the data model (pyarrow)
 
         data = read_live(previous)
         return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
@@ -334,8 +326,8 @@ class Writer:
 
 
 def checked_relpath(rel: str) -> str:
-    """``rel`` when it is a plain relative path (what :func:`safe_relpath` accepts, minus
-    doubled or trailing slashes), else :class:`SitegenError`."""
+    """``rel`` when it is a plain relative path (no absolute, empty, ``.`` or ``..`` part, no
+    backslash or NUL), else :class:`SitegenError`: nothing is ever written outside the site."""
     if not rel or rel[0] == "/" or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
         raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
     return rel

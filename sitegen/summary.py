@@ -155,7 +155,7 @@ def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
 
 def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
     """The summary back; its lines keep their statistics, their points stay in the store (see
-    :func:`with_points`)."""
+    :func:`level_points`)."""
     r, d = doc["run"], doc["data"]
     data = RunData(
         name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
@@ -186,28 +186,6 @@ def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: in
     bounds = np.searchsorted(ids, n)
     cut = np.diff(before) != np.diff(bounds)
     return Packed(bounds.tolist(), step, wall, value, [ln.series.thinned or c for ln, c in zip(lines, cut.tolist())])
-
-
-def with_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int | None = None) -> list[ChartLine]:
-    """``lines`` (statistics only) with their points from a summary's points columns; with
-    ``level``, only the points drawn at ``compare.LEVELS[level]`` (masked for the whole run at
-    once: a comparison page takes hundreds of runs)."""
-    ids, step, wall, value, levels = (table[c] for c in ("line", "step", "wall_time", "value", "levels"))
-    before = np.searchsorted(ids, np.arange(len(lines) + 1)) if level is not None else None
-    if level is not None:
-        keep = (levels & np.uint8(1 << level)) != 0
-        if not keep.all():
-            ids, step, wall, value, levels = ids[keep], step[keep], wall[keep], value[keep], levels[keep]
-    bounds = np.searchsorted(ids, np.arange(len(lines) + 1)).tolist()
-    if before is not None:
-        cut = (np.diff(before) != np.diff(bounds)).tolist()
-    out = []
-    for i, ln in enumerate(lines):
-        a, b = bounds[i], bounds[i + 1]
-        s = ln.series
-        thinned = s.thinned or (before is not None and cut[i])
-        out.append(ChartLine(ln.tag, ln.label, Series(step[a:b], wall[a:b], value[a:b], s.stats, thinned, levels[a:b])))
-    return out
 
 
 def without_points(run: SiteRun) -> SiteRun:
