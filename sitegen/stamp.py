@@ -26,6 +26,7 @@ from .errors import Problem, SitegenError
 from .publish import checked_relpath, live_build
 
 MANIFEST = "manifest.json"
+CODE_SUFFIXES = (".py", ".html", ".js", ".css", ".json")  # sitegen's code and templates
 #: packages whose upgrade may change the pages (their package files are stamped)
 PACKAGES = ("numpy", "pyarrow", "jinja2", "markupsafe", "markdown_it", "vl_convert", "altair", "tsdownsample",
             "google_crc32c")
@@ -57,9 +58,10 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
 
         for root in (here, templates_dir()):
             for dirpath, dirnames, filenames in os.walk(root):
-                dirnames.sort()
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")  # rewritten by Python itself
                 for name in sorted(filenames):
-                    h.update(_entry(os.path.join(dirpath, name)))
+                    if name.endswith(CODE_SUFFIXES):
+                        h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
             spec = importlib.util.find_spec(name)
             h.update(_entry(spec.origin) if spec is not None and spec.origin else f"{name}: none\n".encode())
