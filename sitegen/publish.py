@@ -333,13 +333,6 @@ def checked_relpath(rel: str) -> str:
     return rel
 
 
-def _lowest_priority() -> None:
-    try:
-        os.nice(19)
-    except OSError:
-        pass
-
-
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -456,10 +449,11 @@ class Staging(Writer):
         self._trash = []
         if moved:
             try:
-                # at the lowest priority: it runs while the build waits, not instead of it
-                self._trash = [subprocess.Popen(["rm", "-rf", "--", *moved], stdin=subprocess.DEVNULL,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                                preexec_fn=_lowest_priority)]
+                # at the lowest priority, so it runs while the build waits, not instead of it
+                # (`nice`, not preexec_fn: that is unsafe while the worker pool's threads run)
+                nice = ["nice", "-n", "19"] if shutil.which("nice") else []
+                self._trash = [subprocess.Popen([*nice, "rm", "-rf", "--", *moved], stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
             except OSError:  # no rm: commit removes them
                 pass
 
