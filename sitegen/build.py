@@ -199,13 +199,19 @@ def process(job: Job) -> RunResult:
     if job.out is None:
         return result
     writer = publish.Writer(job.out.root, job.out.previous, job.out.old, replace=True)
+    return replace(keep_run(result, writer, Store(job.cache), job.key), written=writer.hashes)
+
+
+def keep_run(result: RunResult, writer: publish.Writer, store: Store, key: str) -> RunResult:
+    """Write a drawn run's files and keep its summary under ``key``; the result without its
+    files, and without its lines' points when the store has them (then memory does not grow
+    with the archive: the comparison pages read them back one run at a time)."""
     pages = page_names(result.files)
     for rel in pages:
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-    kept = Store(job.cache).put_summary(job.key, *summary.to_doc(
+    kept = store.put_summary(key, *summary.to_doc(
         result.run, result.hparams, pages, result.problems, result.sources, result.digests))
-    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run,
-                   written=writer.hashes, stored=kept)
+    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept)
 
 
 def page_names(files: dict[str, bytes]) -> list[str]:
@@ -378,17 +384,14 @@ def build(
         same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]
         own = {i: list(stage.old_under(f"runs/{slugs[i]}/")) for i in same}
         wait_links = stage.link_many([rel for i in same for rel in own[i]])
-        for i in same:
-            results[i] = _reuse(store, keys[i])
+        reused = {i: _reuse(store, keys[i]) for i in same}
         missing = wait_links()
-        for i in same:
-            r = results[i]
-            if r is None or missing.intersection(own[i]) or not set(r.files) <= set(own[i]):
+        for i, got in reused.items():
+            if got is None or missing.intersection(own[i]) or not set(got[1]) <= set(own[i]):
                 stage.unlink(own[i])  # drawn again
-                results[i] = None
             else:
-                results[i] = replace(r, files={})
-                stored.add(r.run.slug)
+                results[i] = got[0]
+                stored.add(got[0].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
         if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool is None:  # reuse failed
             pool = stack.enter_context(executors.local_pool(workers))
@@ -407,16 +410,8 @@ def build(
         for i, result in zip(todo, results_iter):
             if result.written is not None:
                 stage.adopt(result.written)
-            else:
-                pages = page_names(result.files)
-                for rel in pages:
-                    stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-                kept = store.put_summary(keys[i], *summary.to_doc(
-                    result.run, result.hparams, pages, result.problems, result.sources, result.digests))
-                # the points of its lines wait in the store for the comparison pages: memory
-                # does not grow with the archive
-                result = replace(result, files={}, run=summary.without_points(result.run) if kept else result.run,
-                                 stored=kept)
+            else:  # a Dask worker drew it: this process writes it
+                result = keep_run(result, stage, store, keys[i])
             results[i] = result
             if result.stored:
                 stored.add(result.run.slug)
@@ -537,15 +532,15 @@ def _previous_runs(previous: Path | None) -> dict[str, str]:
         return {}
 
 
-def _reuse(store: Store, key: str) -> RunResult | None:
-    """A run whose inputs did not change, from its summary in the store (``files``: the names
-    of its pages, linked from the live build); None when the store lost it."""
+def _reuse(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
+    """A run whose inputs did not change, from its summary in the store, and the names of its
+    pages (linked from the live build); None when the store lost it."""
     doc = store.get_summary(key)
     if doc is None:
         return None
-    run, hp, files, problems, sources = summary.from_doc(doc)
+    run, hp, pages, problems, sources = summary.from_doc(doc)
     digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
-    return RunResult(run, hp, dict.fromkeys(files, b""), problems, sources, digests, stored=True)
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True), pages
 
 
 def report(problems: list[Problem]) -> bytes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import multiprocessing as mp
@@ -141,15 +142,7 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
     chunks = _chunks(jobs, max(workers * 8, len(jobs) // LOCAL_CHUNK_MAX + 1))
     window = workers * LOCAL_INFLIGHT_PER_WORKER
     with contextlib.nullcontext(pool) if pool is not None else local_pool(min(workers, len(chunks))) as pool:
-        pending: collections.deque = collections.deque()
-        it = iter(chunks)
-        for chunk in itertools.islice(it, window):
-            pending.append(pool.submit(_process_many, chunk, fn))
-        while pending:
-            part = pending.popleft().result()
-            nxt = next(it, None)
-            if nxt is not None:
-                pending.append(pool.submit(_process_many, nxt, fn))
+        for part in map_calls(pool, functools.partial(_process_many, fn=fn), chunks, window=window):
             yield from part
 
 

@@ -11,7 +11,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from .hparams import lower_is_better, text_value
 from .i18n import js_messages, translator
 from .model import HParamValue, SiteRun
 from .resources import templates_dir
+from .stamp import package_stamp
 from .store import Store
 
 if TYPE_CHECKING:
@@ -159,21 +159,10 @@ def _specs(language: str, store: Store | None) -> bytes:
     """The chart templates' script; built with altair only when the store has no copy for this
     version of the templates, the catalog and altair (importing altair costs ~0.5 s)."""
     h = hashlib.sha256((Path(__file__).parent / "specs.py").read_bytes())
-    h.update(json.dumps(js_messages(language), sort_keys=True).encode() + _altair_stamp().encode())
+    # which altair, without importing it (0.5 s) or asking importlib.metadata (20 ms)
+    h.update(json.dumps(js_messages(language), sort_keys=True).encode() + package_stamp("altair").encode())
     make = lambda: js_data("SITEGEN_SPECS", charts.templates(language))  # noqa: E731
     return (store or Store(None)).blob(f"specs-{language}-{h.hexdigest()[:16]}.js", make)
-
-
-def _altair_stamp() -> str:
-    """Which altair is installed, without importing it (0.5 s) or asking importlib.metadata
-    (20 ms, a rebuild that changes nothing is ~0.5 s): its package file's path, size and time."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("altair")
-    if spec is None or not spec.origin:
-        return "no-altair"
-    st = os.stat(spec.origin)
-    return f"{spec.origin}|{st.st_size}|{st.st_mtime_ns}"
 
 
 def _assets(language: str = "en", store: Store | None = None) -> Assets:

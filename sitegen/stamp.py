@@ -63,12 +63,20 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
                     if name.endswith(CODE_SUFFIXES):
                         h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
-            spec = importlib.util.find_spec(name)
-            h.update(_entry(spec.origin) if spec is not None and spec.origin else f"{name}: none\n".encode())
+            h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
         _walk(Path(archive), h)
     except (OSError, ValueError, ImportError):
         return None
     return h.hexdigest()
+
+
+def package_stamp(name: str) -> str:
+    """Which version of a package is installed, without importing it: its package file's
+    path, type, size, time and inode (an upgrade rewrites it)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return f"{name}: none\n"
+    return _entry(spec.origin).decode("utf-8", "surrogatepass")
 
 
 def _entry(path: str) -> bytes:
