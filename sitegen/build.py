@@ -19,7 +19,7 @@ from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
 from .hparams import run_hparams
-from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts
+from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts, tag_groups
 from .read import READERS
 from .scan import scan
 from .store import Store, default_cache_dir
@@ -79,17 +79,13 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
     table = run.scalars
     if table.num_rows == 0:
         return []
-    enc = table.column("tag").combine_chunks().dictionary_encode()
-    codes = enc.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(enc.dictionary)))])
-    step = table.column("step").to_numpy()[order]
-    wall = table.column("wall_time").to_numpy()[order]
-    value = table.column("value").to_numpy()[order]
+    g = tag_groups(table)
+    step = table.column("step").to_numpy()[g.order]
+    wall = table.column("wall_time").to_numpy()[g.order]
+    value = table.column("value").to_numpy()[g.order]
     out = []
-    for code in sorted(range(len(enc.dictionary)), key=lambda c: str(enc.dictionary[c])):
-        tag = enc.dictionary[code].as_py()
-        a, b = bounds[code], bounds[code + 1]
+    for i, tag in enumerate(g.tags):
+        a, b = g.bounds[i], g.bounds[i + 1]
         if b == a or not config.tag_selected(tag):
             continue
         series = downsample(step[a:b], wall[a:b], value[a:b], config.charts.points_per_chart)
@@ -243,7 +239,8 @@ def draw(job: Job) -> RunResult:
     hp = run_hparams([site_run.data, *site_run.sub_runs])
     files = render.run_files(site_run, hp, job.config, job.urls, [*job.problems_of, *problems], job.nested_dirs)
     # compress here, in the worker, so the main process only writes
-    files.update({rel + ".gz": publish.gzip_twin(data) for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
+    files.update({rel + ".gz": publish.gzip_twin(data, huffman=rel.endswith("/data.js"))
+                  for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
     sources = [f for d in datas for f in d.files]
     return RunResult(light(site_run), hp, files, problems, sources, source_digests(sources))
 

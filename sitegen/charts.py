@@ -57,8 +57,16 @@ def run_length(pairs: list[tuple[Any, int]]) -> dict[str, list]:
     return {"rl": out}
 
 
+class B64(str):
+    """Base64 text: nothing in it needs escaping in JSON or in a script, so
+    :func:`sitegen.render.js_data` copies it as it is (escaping a run's chart data cost more
+    than encoding it)."""
+
+    __slots__ = ()
+
+
 def _b64(a: np.ndarray) -> str:
-    return base64.b64encode(a.tobytes()).decode("ascii")
+    return B64(base64.b64encode(a.tobytes()).decode("ascii"))
 
 
 MAX_SAFE_INT = 2**53  # integers a JavaScript number holds exactly

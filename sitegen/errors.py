@@ -136,8 +136,6 @@ def scalar_problems(
     by design).
     """
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     out: list[Problem] = []
     if table.num_rows == 0:
@@ -152,15 +150,12 @@ def scalar_problems(
                            f"{int(bad.sum())} scalar records have a NaN/infinite wall time (tags {shown}); kept, not placed on time axes"))
     if not steps:
         return out
+    from .model import tag_groups  # here: the data model imports this module
+
     step = table.column("step").to_numpy(zero_copy_only=False)
-    tag_col = table.column("tag")
-    enc = tag_col.combine_chunks()
-    if not isinstance(enc, pa.DictionaryArray):
-        enc = pc.dictionary_encode(enc)
-    ids = enc.indices.to_numpy(zero_copy_only=False)
-    names = enc.dictionary.to_pylist()
-    order = np.argsort(ids, kind="stable")
-    sid, sstep = ids[order], step[order]
+    g = tag_groups(table)
+    names = g.tags
+    sid, sstep = g.rank[g.order], step[g.order]
     same = sid[1:] == sid[:-1]
     back = same & ((sstep[1:] <= sstep[:-1]) if repeats else (sstep[1:] < sstep[:-1]))
     if back.any():

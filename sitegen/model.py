@@ -5,6 +5,7 @@ table with :data:`RUN_SCALARS_SCHEMA` so the later stages never care where a num
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -37,6 +38,46 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 
 def empty_scalars() -> pa.Table:
     return empty_table(RUN_SCALARS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class TagGroups:
+    """A scalar table's rows grouped by tag: the tags in name order, the rows of each in file
+    order (``order[bounds[i]:bounds[i + 1]]`` are the rows of ``tags[i]``)."""
+
+    tags: list[str]
+    rank: np.ndarray  # per row: the index of its tag in ``tags``
+    order: np.ndarray
+    bounds: np.ndarray
+    in_place: bool  # the rows are grouped already: ``order`` is 0, 1, 2, ...
+
+
+_groups: dict[int, tuple[weakref.ref, TagGroups]] = {}  # by id(table); an entry dies with its table
+
+
+def tag_groups(table: pa.Table) -> TagGroups:
+    """The rows of a scalar table grouped by tag. A run's chart lines, its download table and
+    its sanity checks each need this grouping; it is made once per table (tables are immutable)
+    and forgotten with it."""
+    known = _groups.get(id(table))
+    if known is not None and known[0]() is table:
+        return known[1]
+    enc = table.column("tag").combine_chunks()
+    if not pa.types.is_dictionary(enc.type):
+        enc = enc.dictionary_encode()
+    local = enc.dictionary.to_pylist()
+    by_name = sorted(range(len(local)), key=local.__getitem__)
+    # 16-bit ranks where they fit: numpy sorts those by radix, several times faster
+    rank_of = np.empty(len(local), dtype=np.int16 if len(local) < 2**15 else np.int64)
+    rank_of[by_name] = np.arange(len(local))
+    rank = rank_of[enc.indices.to_numpy(zero_copy_only=False)]
+    in_place = len(rank) < 2 or bool(np.all(rank[1:] >= rank[:-1]))
+    order = np.arange(len(rank)) if in_place else np.argsort(rank, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=len(local)))])
+    groups = TagGroups([local[c] for c in by_name], rank, order, bounds, in_place)
+    key = id(table)
+    _groups[key] = (weakref.ref(table, lambda _, key=key: _groups.pop(key, None)), groups)
+    return groups
 
 
 @dataclass(frozen=True)

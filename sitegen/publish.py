@@ -27,7 +27,7 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
-import gzip
+import zlib
 import hashlib
 import logging
 import os
@@ -61,10 +61,19 @@ def needs_twin(rel: str, data: bytes) -> bool:
 GZIP_FAST_FROM = 64 * 1024  # larger files (page data: mostly base64) get the fastest level
 
 
-def gzip_twin(data: bytes) -> bytes:
-    """The deterministic ``.gz`` twin (gzip header time 0). Level 1 for large files: on base64
-    page data it is twice as fast as level 6 and within 2% of its size."""
-    return gzip.compress(data, compresslevel=1 if len(data) >= GZIP_FAST_FROM else 6, mtime=0)
+def gzip_twin(data: bytes, *, huffman: bool = False) -> bytes:
+    """The deterministic ``.gz`` twin (gzip header time 0). Level 6 for small files, level 1
+    for large ones (on base64 page data twice as fast as level 6, within 2% of its size).
+    ``huffman``: Huffman coding alone, for a run's chart data, which is base64 of numbers where
+    matching strings barely pays: 3x faster than level 1 for 3% more bytes."""
+    if huffman:
+        return _deflate(data, 1, zlib.Z_HUFFMAN_ONLY, 31)
+    return zlib.compress(data, 1 if len(data) >= GZIP_FAST_FROM else 6, wbits=31)
+
+
+def _deflate(data: bytes, level: int, strategy: int, wbits: int) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, wbits, 8, strategy)
+    return c.compress(data) + c.flush()
 
 
 def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:

@@ -19,8 +19,8 @@ Credentials come from the usual environment of each filesystem (``AWS_ACCESS_KEY
 ``GOOGLE_APPLICATION_CREDENTIALS`` for GCS, ...), never from ``sitegen.toml``.
 ``storage_options`` (Python callers only) go to the fsspec filesystem as keyword arguments.
 
-One build per cache URL at a time: a push is not atomic across objects (each entry's
-``entry.json`` is uploaded after its tables, so a reader never sees a header without its data).
+One build per cache URL at a time: a push is not atomic across objects (each cache entry is
+one object, so a reader sees an entry whole or not at all; a half-pushed cache only lacks some).
 """
 from __future__ import annotations
 
@@ -276,8 +276,6 @@ def pull_cache(url: str, local_dir: Path, *, storage_options: dict | None = None
         old = known.get(rel)
         if old is None or old.get("tag") != _tag(info) or _local_sig(local_dir / PurePosixPath(rel)) != (old.get("size"), old.get("mtime_ns")):
             fetch.append(rel)
-    # entry.json last: a header is never present locally without its tables
-    fetch.sort(key=lambda r: (r.endswith("/entry.json"), r))
     known = {r: e for r, e in known.items() if r in listing and r not in fetch}
     _write_index(index_path, url, known)
     known.update(_download(fs, root, fetch, local_dir, local_dir.with_name(local_dir.name + ".incoming"), listing, set_mtime=False))
@@ -310,16 +308,13 @@ def push_cache(local_dir: Path, url: str, *, storage_options: dict | None = None
     known = _read_index(index_path, url)
     files = _local_files(local_dir)
     report = SyncReport()
-    send = sorted((r for r, sig in files.items() if (known.get(r, {}).get("size"), known.get(r, {}).get("mtime_ns")) != sig),
-                  key=lambda r: (r.endswith("/entry.json"), r))
+    send = sorted(r for r, sig in files.items() if (known.get(r, {}).get("size"), known.get(r, {}).get("mtime_ns")) != sig)
     gone = sorted(r for r in known if r not in files)
     if not send and not gone:
         log.info("%s: cache unchanged, nothing pushed", url)
         return report
-    # tables before headers (see the module docstring); one batched, concurrent put per group
-    for group in ([r for r in send if not r.endswith("/entry.json")], [r for r in send if r.endswith("/entry.json")]):
-        if group:
-            fs.put([str(local_dir / PurePosixPath(r)) for r in group], [f"{root}/{r}" for r in group])
+    if send:  # one batched, concurrent put
+        fs.put([str(local_dir / PurePosixPath(r)) for r in send], [f"{root}/{r}" for r in send])
     if gone:
         fs.rm([f"{root}/{r}" for r in gone])
     report.uploaded, report.deleted = send, gone

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import secrets
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +38,40 @@ RESOURCE_PREFIXES = ("sys/", "system/", "gpu/", "memory/", "mem/", "cpu/", "reso
 
 
 def js_data(name: str, obj: Any) -> bytes:
-    """A classic script assigning ``obj`` to ``window.<name>``, safe against ``</script>`` and U+2028."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
+    """A classic script assigning ``obj`` to ``window.<name>``, safe against ``</script>`` and U+2028.
+    :class:`~sitegen.charts.B64` strings are set aside before encoding and copied back as they are."""
+    blobs: list[str] = []
+    mark = secrets.token_hex(8)  # not guessable: no string from a log can forge a placeholder
+    text = json.dumps(_set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
     for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(raw, esc)
+    if blobs:
+        head, *rest = text.split(f'"{mark}')
+        pieces = [head]
+        for part in rest:
+            index, tail = part.split('"', 1)
+            pieces += ['"', blobs[int(index)], '"', tail]
+        text = "".join(pieces)
     return f"window.{name}={text};\n".encode("utf-8")
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
+    """``obj`` with each B64 string replaced by ``<mark><index>`` (its text appended to
+    ``blobs``); lists of plain values (most of the bulk) are passed through without a copy."""
+    kind = type(obj)
+    if kind is charts.B64:
+        blobs.append(obj)
+        return f"{mark}{len(blobs) - 1}"
+    if kind is dict:
+        return {k: _set_aside(v, blobs, mark) for k, v in obj.items()}
+    if kind is list or kind is tuple:
+        if all(type(v) in _PLAIN for v in obj):
+            return obj
+        return [_set_aside(v, blobs, mark) for v in obj]
+    return obj
 
 
 def _safe_link(url: str) -> bool:

@@ -1,9 +1,11 @@
-"""The decode cache: one entry per log file, in Arrow IPC files plus a small JSON header.
+"""The decode cache: one entry per log file, one file each: a JSON header, then its tables as
+Arrow IPC files laid end to end.
 
 Keyed by the file's absolute path, size, mtime and the decoder version. Log files only grow, so
 when a cached file has grown, only its new tail is decoded (from the last complete record) and
 appended to the entry. Only this module touches the cache folder; every write is atomic (temp
-file + rename), and an unreadable entry is simply decoded again.
+file + rename), and an unreadable entry is simply decoded again. One file per entry, not a
+folder of them: creating files and folders was a third of what caching a small run cost.
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,7 +30,8 @@ from .model import (
 log = logging.getLogger(__name__)
 
 #: Bump when any decoder's output changes: every cached entry is then decoded again.
-DECODER_VERSION = "1"
+DECODER_VERSION = "2"
+_ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
 
 _F64 = pa.list_(pa.float64())
 _SCHEMAS = {
@@ -125,10 +127,7 @@ class Store:
             pass
         digest, n = sha256_file(path, limit)
         try:
-            slot.parent.mkdir(parents=True, exist_ok=True)
-            tmp = slot.with_name(slot.name + f".tmp{os.getpid()}")
-            tmp.write_text(f"{digest} {n}", "ascii")
-            os.replace(tmp, slot)
+            _put(slot, [f"{digest} {n}".encode("ascii")])
         except OSError:
             pass
         return digest, n
@@ -144,17 +143,11 @@ class Store:
         n = len(columns["line"])
         raw = b"".join(np.ascontiguousarray(columns[name], dtype=dtype).tobytes() for name, dtype in SUMMARY_COLUMNS)
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
-        path = self._summary_path(key)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(b"".join([_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), raw, text]))
-            os.replace(tmp, path)
+            _put(self._summary_path(key), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), raw, text])
             return True
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
-            tmp.unlink(missing_ok=True)
             return False
 
     def _summary_part(self, key: str, doc: bool) -> tuple[int, bytes] | None:
@@ -201,10 +194,10 @@ class Store:
         assert self.root is not None
         return self.root / "runs" / key[:2] / f"{key}.sum"
 
-    def _entry_dir(self, path: Path) -> Path:
+    def _entry_path(self, path: Path) -> Path:
         assert self.root is not None
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
-        return self.root / "files" / DECODER_VERSION / digest[:2] / digest
+        return self.root / "files" / DECODER_VERSION / digest[:2] / f"{digest}.entry"
 
     def read_file(
         self,
@@ -227,10 +220,10 @@ class Store:
         key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "verify": options.verify, "fast": options.fast,
                "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars,
                "max_audio_bytes": options.max_audio_bytes}
-        entry = self._entry_dir(path)
-        header = self._header(entry)
+        entry = self._entry_path(path)
+        header, body = self._header(entry)
         if header is not None and header["key"] == key:
-            cached = self._load(entry, header)
+            cached = self._load(entry, header, body)
             if cached is not None:
                 return cached
         if (
@@ -239,7 +232,7 @@ class Store:
             and header["key"].get("size", st.st_size + 1) <= st.st_size
             and self._prefix_unchanged(path, header)
         ):
-            cached = self._load(entry, header)
+            cached = self._load(entry, header, body)
             if cached is not None:
                 end = header["state"]["end"]
                 tail, state = decode(path, options, start=end, state=header["state"])
@@ -253,11 +246,18 @@ class Store:
         return run
 
     @staticmethod
-    def _header(entry: Path) -> dict | None:
+    def _header(entry: Path) -> tuple[dict | None, pa.Buffer | None]:
+        """An entry's header and the rest of it, its tables (mapped, not read)."""
         try:
-            return json.loads((entry / "entry.json").read_text("utf-8"))
-        except (OSError, ValueError):
-            return None
+            body = pa.memory_map(str(entry)).read_buffer()
+            head = len(_ENTRY_MAGIC) + 8
+            if body.size < head or body[: len(_ENTRY_MAGIC)].to_pybytes() != _ENTRY_MAGIC:
+                return None, None
+            size = int.from_bytes(body[len(_ENTRY_MAGIC) : head].to_pybytes(), "little")
+            header = json.loads(body[head : head + size].to_pybytes())
+            return (header, body.slice(head + size)) if isinstance(header, dict) else (None, None)
+        except (OSError, ValueError, pa.ArrowException):
+            return None, None
 
     @staticmethod
     def _probe(path: Path, end: int) -> str:
@@ -275,11 +275,13 @@ class Store:
         except OSError:
             return False
 
-    def _load(self, entry: Path, header: dict) -> RunData | None:
+    def _load(self, entry: Path, header: dict, body: pa.Buffer) -> RunData | None:
         try:
             run = RunData(name="", format=header["format"])
-            for kind in header["tables"]:
-                with ipc.open_file(pa.memory_map(str(entry / f"{kind}.arrow"))) as reader:
+            for kind, (at, size) in header["tables"].items():
+                if at < 0 or size < 0 or at + size > body.size:
+                    raise ValueError(f"table {kind} out of bounds")
+                with ipc.open_file(pa.BufferReader(body.slice(at, size))) as reader:
                     table = reader.read_all()
                 if kind == "scalars":
                     run.scalars = table
@@ -292,41 +294,69 @@ class Store:
             run.artifacts = [Artifact(**a) for a in header["artifacts"]]
             run.problems = [Problem(**p) for p in header["problems"]]
             return run
-        except (OSError, KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+        except (OSError, KeyError, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
             log.info("cache entry %s unusable (%s); decoding again", entry, exc)
             return None
 
     def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
-        tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
         try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            tables = []
+            tables: dict[str, pa.Buffer] = {}
             if run.scalars.num_rows:
-                self._write(tmp / "scalars.arrow", run.scalars.cast(RUN_SCALARS_SCHEMA))
-                tables.append("scalars")
+                tables["scalars"] = self._ipc(run.scalars.cast(RUN_SCALARS_SCHEMA))
             for kind in _SCHEMAS:
                 items = getattr(run, kind)
                 if items:
-                    self._write(tmp / f"{kind}.arrow", _to_table(kind, items))
-                    tables.append(kind)
+                    tables[kind] = self._ipc(_to_table(kind, items))
+            spans, at = {}, 0
+            for kind, blob in tables.items():
+                spans[kind] = [at, len(blob)]
+                at += len(blob)
             header = {
-                "key": key, "state": state, "format": run.format, "tables": tables, "probe": self._probe(path, state["end"]),
+                "key": key, "state": state, "format": run.format, "tables": spans, "probe": self._probe(path, state["end"]),
                 "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes} for f in run.files],
                 "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
                 "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
             }
-            (tmp / "entry.json").write_text(json.dumps(header), "utf-8")
-            old = entry.with_name(entry.name + f".old{os.getpid()}")
-            if entry.exists():
-                os.rename(entry, old)
-            os.rename(tmp, entry)
-            shutil.rmtree(old, ignore_errors=True)
+            text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
+            _put(entry, [_ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()])
         except OSError as exc:
             log.warning("cannot write the cache entry for %s: %s", path, exc)
-            shutil.rmtree(tmp, ignore_errors=True)
 
     @staticmethod
-    def _write(target: Path, table: pa.Table) -> None:
-        with ipc.new_file(str(target), table.schema) as writer:
+    def _ipc(table: pa.Table) -> pa.Buffer:
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
+        return sink.getvalue()
+
+
+_made_dirs: set[Path] = set()
+
+
+def _make_dir(path: Path) -> None:
+    """``mkdir -p``, remembered per process: on some file systems even a ``mkdir`` of a folder
+    that exists costs a quarter of a millisecond, and every run asks for a few."""
+    if path not in _made_dirs:
+        path.mkdir(parents=True, exist_ok=True)
+        _made_dirs.add(path)
+
+
+def _put(path: Path, chunks: list) -> None:
+    """Write ``path`` atomically (a temporary file renamed over it), its folder made as needed
+    (and made again if it vanished since this process last made it)."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    for attempt in (0, 1):
+        _make_dir(path.parent)
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+            os.replace(tmp, path)
+            return
+        except FileNotFoundError:
+            _made_dirs.discard(path.parent)
+            if attempt:
+                raise
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise

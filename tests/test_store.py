@@ -93,13 +93,25 @@ def test_replaced_file_is_decoded_again(tmp_path: Path, where: str):
     _same(again, tfevents.decode_file(src, ReadOptions())[0])
 
 
-def test_corrupt_cache_entry_is_decoded_again(tmp_path: Path):
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "tables", "empty"])
+def test_corrupt_cache_entry_is_decoded_again(tmp_path: Path, damage: str):
     src = tmp_path / "events.out.tfevents.1.host"
     shutil.copy(_biggest_event_file(), src)
     store, dec = Store(tmp_path / "cache"), Counting()
     store.read_file(src, ReadOptions(), dec)
-    for arrow in (tmp_path / "cache").rglob("scalars.arrow"):
-        arrow.write_bytes(b"garbage")
+    entries = list((tmp_path / "cache").rglob("*.entry"))
+    assert len(entries) == 1
+    data = bytearray(entries[0].read_bytes())
+    if damage == "garbage":
+        data = bytearray(b"garbage")
+    elif damage == "truncated":
+        data = data[: len(data) * 2 // 3]
+    elif damage == "tables":  # the header intact, the Arrow tables behind it overwritten
+        start = len(data) - 2000
+        data[start:] = b"\xff" * (len(data) - start)
+    else:
+        data = bytearray()
+    entries[0].write_bytes(bytes(data))
     again = store.read_file(src, ReadOptions(), dec)
     assert dec.starts == [0, 0]
     _same(again, tfevents.decode_file(src, ReadOptions())[0])

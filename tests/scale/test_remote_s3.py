@@ -107,7 +107,7 @@ def test_decode_cache_on_s3_is_reused_by_a_second_build(s3, s3fs_client, referen
     n_logs = len(set(decoded))
     assert n_logs >= 10, "the first build should decode every event file"
     entries = {k: v["ETag"] for k, v in s3fs_client.find("site-b/cache", detail=True).items() if "/files/" in k}
-    assert sum(k.endswith("/entry.json") for k in entries) == n_logs, "the cache was not pushed to s3://"
+    assert sum(k.endswith(".entry") for k in entries) == n_logs, "the cache was not pushed to s3://"
 
     shutil.rmtree(fresh_home)  # a fresh machine with the same paths
     decoded.clear()
