@@ -452,7 +452,9 @@ def build(
                 for g in mine:
                     stage.adopt(draw_group(group_job(g)))
 
-            for hashes in executors.map_calls(pool, draw_group, map(group_job, theirs), window=2 * pool_size, before=here):
+            # all sent at once (a result is only a list of hashes): with a small window the workers
+            # sat idle while this process drew its own share before taking their results
+            for hashes in executors.map_calls(pool, draw_group, map(group_job, theirs), window=max(1, len(theirs)), before=here):
                 stage.adopt(hashes)
             pool.shutdown(wait=False)  # the workers wind down while the manifest is written and synced
         stage.write("build-report.json", report(problems))
