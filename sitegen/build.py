@@ -239,8 +239,7 @@ def draw(job: Job) -> RunResult:
     hp = run_hparams([site_run.data, *site_run.sub_runs])
     files = render.run_files(site_run, hp, job.config, job.urls, [*job.problems_of, *problems], job.nested_dirs)
     # compress here, in the worker, so the main process only writes
-    files.update({rel + ".gz": publish.gzip_twin(data, huffman=rel.endswith("/data.js"))
-                  for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
+    files.update({rel + ".gz": publish.gzip_twin(data) for rel, data in list(files.items()) if publish.needs_twin(rel, data)})
     sources = [f for d in datas for f in d.files]
     return RunResult(light(site_run), hp, files, problems, sources, source_digests(sources))
 

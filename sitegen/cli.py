@@ -214,10 +214,11 @@ def _export(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if argv is None:  # the command line: this process is sitegen's alone
-        from .executors import keep_freed_memory, without_pandas
+        from .executors import keep_freed_memory, no_blas_threads, without_pandas
 
         without_pandas()
         keep_freed_memory()
+        no_blas_threads()
     logging.basicConfig(
         level=logging.ERROR if getattr(args, "quiet", False) else logging.INFO,
         format="%(levelname)s: %(message)s" if sys.stderr.isatty() else "sitegen: %(levelname)s: %(message)s",

@@ -98,6 +98,14 @@ def without_pandas() -> None:
         sys.meta_path.insert(0, _NoPandas())
 
 
+def no_blas_threads() -> None:
+    """One OpenBLAS thread for this process and the workers it starts (they inherit the
+    environment): sitegen never multiplies matrices, yet numpy's OpenBLAS starts a thread per
+    core in every process, and they spin at start-up (1% of a 500-run build's CPU). Only before
+    numpy is imported; a setting the user made wins."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def keep_freed_memory() -> None:
     """Let glibc keep freed memory for reuse instead of returning it to the system at once.
 
