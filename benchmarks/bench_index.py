@@ -5,7 +5,7 @@ Generates an archive of N small runs (TensorBoard event files written directly: 
 + minimal Event protobufs, ~2 tags x 20 steps and a JSON config text each), builds the site, then
 opens ``index.html`` over file:// in headless Chromium and reports:
 
-- build time, sizes of index.html / index-data.js / the largest comparison data.js;
+- build time, sizes of index.html / index-data.js / the largest comparison page;
 - time to open the index (navigation start -> table ready, i.e. index-data.js parsed and the
   page script initialised), and the latency of a search, a sort and a page flip;
 - time to open the whole-archive comparison page until its first chart is drawn.
@@ -57,8 +57,8 @@ def main() -> None:
         site = site.resolve()
         index_html = (site / "index.html").stat().st_size
         index_js = (site / "index-data.js").stat().st_size
-        compare_js = max(p.stat().st_size for p in (site / "compare").glob("*/data.js"))
-        print(f"index.html: {_mb(index_html)}; index-data.js: {_mb(index_js)}; largest comparison data.js: {_mb(compare_js)}")
+        compare_js = max(p.stat().st_size for p in (site / "compare").glob("*/index.html"))
+        print(f"index.html: {_mb(index_html)}; index-data.js: {_mb(index_js)}; largest comparison page: {_mb(compare_js)}")
         measure(site, args.runs)
     finally:
         if args.keep is None:

@@ -423,7 +423,7 @@ def build(
         groups = compare.groups([r.run for r in done])
         for g in groups:
             key = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
-            rels = [f"compare/{g.slug}/index.html", f"compare/{g.slug}/data.js"]
+            rels = [f"compare/{g.slug}/index.html"]
             run_keys["compare/" + g.slug] = key
             if previous.get("compare/" + g.slug) == key:
                 if all(stage.link_previous(rel) for rel in rels):

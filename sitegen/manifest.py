@@ -1,6 +1,6 @@
 """``SITE/manifest.json``: what a site is made of, and ``sitegen verify`` checking it.
 
-The manifest lists every file of the site (pages, ``data.js``, media, assets and their ``.gz``
+The manifest lists every file of the site (pages, data scripts, downloads, media, assets and their ``.gz``
 twins) with its SHA-256 and size, and every source log file that was read with its size, SHA-256
 and the byte range that was decoded (``[0, decoded_bytes]``; a tail past it was not yet complete).
 It is deterministic: sorted keys, no timestamp unless ``SOURCE_DATE_EPOCH`` is given, so two

@@ -1,8 +1,10 @@
 """Render the site into memory: ``{relative path: bytes}``. Only ``publish`` writes to disk.
 
-Pages are jinja2 templates (autoescape, StrictUndefined). Page data never goes inline: each page
-gets a classic ``data.js`` assigning one namespaced global, because over ``file://`` Chromium
-blocks fetch/XHR/ES modules, and a strict CSP blocks inline scripts.
+Pages are jinja2 templates (autoescape, StrictUndefined). No inline script ever runs (a strict
+CSP blocks them): a run or comparison page carries its data in a JSON data block
+(``<script type="application/json">``, never run, read by ``site.js``), and the index its
+rows in a classic ``index-data.js``, because over ``file://`` Chromium blocks fetch/XHR/ES
+modules.
 """
 from __future__ import annotations
 
@@ -38,8 +40,24 @@ RESOURCE_PREFIXES = ("sys/", "system/", "gpu/", "memory/", "mem/", "cpu/", "reso
 
 
 def js_data(name: str, obj: Any) -> bytes:
-    """A classic script assigning ``obj`` to ``window.<name>``, safe against ``</script>`` and U+2028.
-    :class:`~sitegen.charts.B64` strings are set aside before encoding and copied back as they are."""
+    """A classic script assigning ``obj`` to ``window.<name>``, safe against ``</script>`` and U+2028."""
+    return f"window.{name}={json_text(obj)};\n".encode("utf-8")
+
+
+def page_data(obj: Any) -> Markup:
+    """``obj`` as the page's data block (``<script type="application/json" id="sitegen-page">``,
+    read by ``site.js``): in the page itself, so a run page is one file and not two (creating
+    files is a large part of a build's cost), and still readable over ``file://``; a strict
+    CSP does not apply to data blocks, which are never run."""
+    from markupsafe import Markup
+
+    return Markup(json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``, U+2028
+    or U+2029 but as escapes). :class:`~sitegen.charts.B64` strings are set aside before encoding
+    and copied back as they are."""
     blobs: list[str] = []
     mark = secrets.token_hex(8)  # not guessable: no string from a log can forge a placeholder
     text = json.dumps(_set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
@@ -52,7 +70,7 @@ def js_data(name: str, obj: Any) -> bytes:
             index, tail = part.split('"', 1)
             pieces += ['"', blobs[int(index)], '"', tail]
         text = "".join(pieces)
-    return f"window.{name}={text};\n".encode("utf-8")
+    return text
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -372,7 +390,7 @@ def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[
     table, hcharts, configs = compare.hparam_section(table_runs, labels[first:], ghps, metrics)
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(js_data("x", rest)), points=points)
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(json_text(rest)), points=points)
     data = {"kind": "compare", **overlay, **rest}
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
     t = env.globals["t"]
@@ -380,8 +398,9 @@ def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[
         **common, root="../../", assets=assets.urls, group=group, labels=labels[first:], overlay=overlay, table=table,
         table_runs=table_runs, hcharts=hcharts, crumbs=crumbs, metrics=metrics,
         run_items=_run_items(overlay), table_body=_table_body(table, table_runs, labels[first:], "../../", t),
+        page_json=page_data(data),
     )
-    return {prefix + "index.html": page.encode("utf-8"), prefix + "data.js": js_data("SITEGEN_PAGE", data)}
+    return {prefix + "index.html": page.encode("utf-8")}
 
 
 # The two loops of a comparison page with hundreds of runs, written here rather than in the

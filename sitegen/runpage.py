@@ -16,7 +16,7 @@ from .config import Config
 from .errors import Problem
 from .hparams import is_config_tag
 from .model import HParamValue, SiteRun
-from .render import RESOURCE_PREFIXES, Assets, js_data
+from .render import RESOURCE_PREFIXES, Assets, js_data, page_data
 
 log = logging.getLogger(__name__)
 RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
@@ -114,11 +114,10 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     image_list = sorted(images.items())
     for _, items in image_list:
         items.sort(key=lambda im: im["step"])
-    page_data = {
+    chart_page = {
         "charts": chart_data,
         "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
     }
-    files[prefix + "data.js"] = js_data("SITEGEN_PAGE", page_data)
     # downloads: every scalar record of the run and its sub-runs, no thinning
     table = envinfo.scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs])
     downloads = []
@@ -148,7 +147,7 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
         files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
         config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
         notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=downloads,
-        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
+        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS, page_json=page_data(chart_page),
     )
     files[prefix + "index.html"] = page.encode("utf-8")
     return files

@@ -584,6 +584,8 @@
   }
 
   function init() {
+    var block = document.getElementById("sitegen-page");  // the page's data, in the page itself
+    if (block && !window.SITEGEN_PAGE) window.SITEGEN_PAGE = JSON.parse(block.textContent);
     forEach(document.querySelectorAll("a.csv-download"), initCsv);
     forEach(document.querySelectorAll("table.sortable"), makeSortable);
     var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import corpus
+from testpaths import page_payload
 from sitegen.build import build
 from sitegen.charts import decode_numbers
 from sitegen.config import Config
@@ -33,9 +34,8 @@ def _writer(path: Path, stop: threading.Event, done: threading.Event) -> None:
 
 def _last_drawn_step(site: Path) -> int:
     """The last step of the run page's chart, decoded like the page script does."""
-    (data_js,) = site.resolve().glob("runs/*/data.js")
-    text = data_js.read_text("utf-8")
-    chart = json.loads(text[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))["charts"][0]
+    (page,) = site.resolve().glob("runs/*/index.html")
+    chart = page_payload(page)["charts"][0]
     return decode_numbers(chart["rows"]["x"])[-1]
 
 

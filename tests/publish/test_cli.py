@@ -146,7 +146,7 @@ def test_serve_sends_the_kit_headers(built_site):
         run = next(live.glob("runs/*")).name
         code, headers, _ = get(f"runs/{run}")
         assert code == 301 and headers["Location"] == f"/runs/{run}/"
-        code, headers, _ = get(f"runs/{run}/data.js")
+        code, headers, _ = get(f"runs/{run}/scalars.js")
         assert code == 200 and headers["Cache-Control"] == "no-cache"
     finally:
         proc.terminate()

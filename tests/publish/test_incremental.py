@@ -43,7 +43,7 @@ def test_unchanged_archive_keeps_the_live_build(archive: Path, tmp_path: Path):
     assert out.resolve() != live and len(publish.list_builds(out)) == 2
     # a damaged live build is never kept: a missing file makes the next build write a new one
     live = out.resolve()
-    next(live.glob("runs/*/data.js")).unlink()
+    next(live.glob("runs/*/scalars.js")).unlink()
     build(archive, out, config=Config(), cache=cache, source_date_epoch=1_700_000_000)
     assert out.resolve() != live and manifest.verify(out) == []
 
@@ -77,7 +77,7 @@ def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
     for i in (0, 1):  # untouched runs: the very same files (hard links), not copies
         page = f"runs/{slugify(f'proj/model/run{i}')}/index.html"
         assert after[page] == before[page]
-    assert "index.html" in changed and "compare/all/data.js" in changed
+    assert "index.html" in changed and "compare/all/index.html" in changed
     assert manifest.verify(out) == []
 
 
@@ -95,7 +95,7 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
     # a new date: every run reused from the live build (summaries without points), pages redrawn
     build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache", source_date_epoch=1)
     assert files(tmp_path / "a") == first
-    assert b'"ap"' in first["compare/all/data.js"] and b'"f4"' in first["compare/all/data.js"]
+    assert b'"ap"' in first["compare/all/index.html"] and b'"f4"' in first["compare/all/index.html"]
 
 
 def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):

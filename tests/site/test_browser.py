@@ -1,7 +1,10 @@
 """The example site in real headless Chromium over file://: charts render, sorting works."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from testpaths import page_payload
 
 
 def _run_pages(site: Path) -> list[Path]:
@@ -58,8 +61,7 @@ def test_nan_is_visible_as_a_marker(page, example_site: Path):
     for path in _run_pages(example_site):
         if "NaN / ±inf" not in path.read_text("utf-8"):
             continue
-        data = (path.parent / "data.js").read_text("utf-8")
-        if '"nan"' not in data:
+        if '"nan"' not in json.dumps(page_payload(path)):
             continue
         page.goto(path.as_uri())
         page.wait_for_selector(".chart.drawn svg", timeout=15000)
@@ -77,10 +79,6 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
 
     from sitegen.charts import decode_numbers
 
-    def payload(data_js: Path) -> dict:
-        text = data_js.read_text("utf-8")
-        return json.loads(text[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))
-
     def same(a: list, b: list) -> bool:
         return len(a) == len(b) and all(x == y or (x is None and y is None) or
                                         (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
@@ -89,7 +87,7 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
     kinds = set()
     pages = [p.parent for p in _run_pages(example_site)] + [example_site / "compare" / "all"]
     for folder in pages:
-        data = payload(folder / "data.js")
+        data = page_payload(folder / "index.html")
         cols = []
         if data.get("kind") == "compare":
             cols = [tg[c] for tg in data["tags"] for c in ("x", "y", "t")]

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sitegen.charts import decode_numbers
+from testpaths import page_payload
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,7 @@ def test_full_resolution_downloads(rich_site: Path):
     assert 'class="csv-download"' in html and 'href="scalars.parquet"' in html and "3,000 records" in html
     table = pq.read_table(run / "scalars.parquet")
     assert table.num_rows == 3000 and table.column_names == ["series", "tag", "step", "wall_time", "value"]
-    data = (run / "data.js").read_text("utf-8")
-    chart = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))["charts"][0]
+    chart = page_payload(run / "index.html")["charts"][0]
     xs, ys = decode_numbers(chart["rows"]["x"]), decode_numbers(chart["rows"]["y"])
     assert 0 < len(xs) == len(ys) < 3000  # the chart itself is thinned
     records = {(s, v) for s, v in zip(table.column("step").to_pylist(), table.column("value").to_pylist())}
@@ -145,8 +145,7 @@ def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
     build(tmp_path / "arch", out, config=Config(limits=LimitsConfig(max_images_per_tag=3)), use_cache=False)
     (page,) = (out / "runs").glob("*/index.html")
     html = page.read_text("utf-8")
-    data = (page.parent / "data.js").read_text("utf-8")
-    payload = json.loads(data[len("window.SITEGEN_PAGE="):].rstrip().rstrip(";"))
+    payload = page_payload(page)
     assert [im["step"] for im in payload["images"][0]] == [0, 3, 6]  # spread, first and last kept
     assert "7 images, 3 shown" in html
     assert len(list(page.parent.glob("media/*.png"))) == 3

@@ -16,6 +16,7 @@ class _Refs(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.refs: list[str] = []
         self.inline_scripts = 0
+        self.data_blocks = 0
         self.handlers: list[str] = []
         self.styles: list[str] = []
         self._in_script = False
@@ -31,7 +32,10 @@ class _Refs(HTMLParser):
         if "style" in a:
             self.styles.append(tag)
         if tag == "script":
-            self._in_script = "src" not in a
+            # a JSON data block is never run (nor held to script-src by a CSP): not code
+            self._in_script = "src" not in a and a.get("type") != "application/json"
+            if a.get("type") == "application/json":
+                self.data_blocks += 1
         if tag == "style":
             self.styles.append("<style>")
 
@@ -71,7 +75,7 @@ def test_every_link_resolves_inside_the_site(example_site: Path):
 def test_no_other_host_and_no_inline_code(example_site: Path):
     url = re.compile(rb"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", re.I)
     for path in sorted(example_site.rglob("*")):
-        if not path.is_file() or path.suffix not in (".html", ".css", ".json") and path.name != "data.js":
+        if not path.is_file() or path.suffix not in (".html", ".css", ".json") and path.name not in ("index-data.js", "scalars.js"):
             continue
         data = path.read_bytes()
         assert not url.search(data), f"{path} references another host: {url.search(data).group(0)!r}"
@@ -79,6 +83,8 @@ def test_no_other_host_and_no_inline_code(example_site: Path):
         parser = _Refs()
         parser.feed(page.read_text("utf-8"))
         assert parser.inline_scripts == 0, f"{page}: inline script"
+        data_page = page.parent.parent.name in ("runs", "compare")  # run and comparison pages carry their data
+        assert parser.data_blocks == (1 if data_page else 0), f"{page}: {parser.data_blocks} data blocks"
         assert not parser.handlers, f"{page}: event handler attributes {parser.handlers}"
         assert not parser.styles, f"{page}: inline style {parser.styles}"
 
