@@ -115,7 +115,18 @@ def sitegen_build(archive: Path, out: Path, cache: Path) -> dict:
 def best(run, repeat: int) -> dict:
     """The fastest of ``repeat`` runs (this machine's timings jitter by up to 2x between runs; a
     slow run says nothing about the code), with every time and the largest memory of them all."""
-    got = [run() for _ in range(max(1, repeat))]
+    return _fastest([run() for _ in range(max(1, repeat))])
+
+
+def paired(a, b, repeat: int) -> tuple[dict, dict]:
+    """``best`` of ``a`` and of ``b``, run alternately (a, b, a, b, ...): this machine's speed
+    drifts over minutes, so two contenders timed one after the other in blocks can see
+    different machines."""
+    got = [(a(), b()) for _ in range(max(1, repeat))]
+    return _fastest([x for x, _ in got]), _fastest([y for _, y in got])
+
+
+def _fastest(got: list[dict]) -> dict:
     out = dict(min(got, key=lambda r: r["seconds"]))
     out["runs_s"] = [round(r["seconds"], 3) for r in got]
     for k in ("peak_rss", "tree_rss"):
@@ -176,7 +187,9 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         return sitegen_build(archive, out, cache)
 
-    full = row("full build, cold cache", best(cold, args.repeat))
+    # minus the brain.Event:2 records
+    full_r, rust_r = paired(cold, lambda: c.rust_server_load(archive, expect_points=info["records"] - runs), args.repeat)
+    full = row("full build, cold cache", full_r)
     row("rebuild, unchanged", best(lambda: sitegen_build(archive, out, cache), args.repeat))
     files = [next(_run_dir(archive, r).iterdir()) for r in (1, runs // 2, runs - 2)]
     sizes = {p: p.stat().st_size for p in files}
@@ -196,10 +209,8 @@ def main() -> None:
     for r in res["rows"]:
         r["pct_of_full"] = 100 * r["seconds"] / full["seconds"]
 
-    # minus the brain.Event:2 records
-    r = best(lambda: c.rust_server_load(archive, expect_points=info["records"] - runs), args.repeat)
-    row("Rust data server: load + fetch all", r, load_s=r["load_s"], points=r["points"])
-    res["rust_argv"] = r["argv"]
+    row("Rust data server: load + fetch all", rust_r, load_s=rust_r["load_s"], points=rust_r["points"])
+    res["rust_argv"] = rust_r["argv"]
 
     _memory(args, res, row, work, archive, runs, mem_runs, full, tag)
     _finish(args, res, work, t_start)

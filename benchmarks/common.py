@@ -47,10 +47,14 @@ BASE_WALL = 1_750_000_000.0
 
 
 def child_env() -> dict[str, str]:
-    """The environment for measured children: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset."""
+    """The environment for measured children: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, and
+    PYTHONDONTWRITEBYTECODE unset: an installed package has its bytecode compiled (pip does it
+    at install time), but this sandbox sets the variable, so every measured process compiled
+    sitegen's ~40 modules from source again (~0.1 s each, a tenth of a rebuild)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -650,7 +654,8 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
         every = ", ".join(f"{t:.2f}" for t in r.get("runs_s") or []) or "–"
         rows.append([r["bench"], secs(r["seconds"]), pct, every, mb(r.get("peak_rss")), mb(r.get("tree_rss"))])
     if bd.get("repeat", 1) > 1:
-        L += [f"Each timed step ran {bd['repeat']} times (the Rust server too); *time* is the fastest, every run's "
+        L += [f"Each timed step ran {bd['repeat']} times (the Rust server too, alternating with the cold builds: "
+              "build, server, build, server, ...); *time* is the fastest, every run's "
               "seconds are listed: this virtual machine's speed drifts by up to 2× from one minute to the next, in "
               "both directions for every program, so the fastest run is the one that measures the code. Memory is "
               "the largest of the runs.", ""]
