@@ -156,7 +156,6 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
 
 def _warm_up() -> None:
     """Import what drawing needs (a worker's first job would otherwise wait for it)."""
-    import markdown_it  # noqa: F401
     import pyarrow.compute  # noqa: F401
 
     from . import build, render, runpage  # noqa: F401

@@ -108,6 +108,18 @@ def markdown() -> MarkdownIt:
     return md
 
 
+class LazyMarkdown:
+    """:func:`markdown`, made on its first ``render``: most runs have no notes or text, and
+    importing markdown-it costs each process ~40 ms."""
+
+    _md: MarkdownIt | None = None
+
+    def render(self, text: str) -> str:
+        if self._md is None:
+            self._md = markdown()
+        return self._md.render(text)
+
+
 def fmt_time(ts: float | None) -> str:
     if ts is None or not math.isfinite(ts):
         return ""
@@ -263,9 +275,9 @@ def assets(language: str = "en", store: Store | None = None) -> Assets:
 
 
 @functools.lru_cache(maxsize=4)
-def _page_context(language: str) -> tuple[jinja2.Environment, MarkdownIt]:
+def _page_context(language: str) -> tuple[jinja2.Environment, LazyMarkdown]:
     """One jinja environment and Markdown renderer per process and language."""
-    return _env(language), markdown()
+    return _env(language), LazyMarkdown()
 
 
 def load_templates(language: str = "en") -> None:

@@ -9,14 +9,14 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import jinja2
-from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
 
 from . import charts, envinfo
 from .config import Config
 from .errors import Problem
 from .hparams import is_config_tag
 from .model import HParamValue, SiteRun
-from .render import RESOURCE_PREFIXES, Assets, js_data, page_data
+from .render import RESOURCE_PREFIXES, Assets, LazyMarkdown, fmt_value, js_data, page_data
 
 log = logging.getLogger(__name__)
 RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
@@ -48,6 +48,25 @@ def _thin(items: list, n: int) -> list:
     return [items[i] for i in idx]
 
 
+def _stats_rows(lines: list, t) -> Markup:
+    """One chart's statistics rows, a line each; written here rather than in the template
+    (Jinja spent a millisecond a run on them)."""
+    value = escape(t("stats.value"))
+    out = []
+    for ln in lines:
+        s = ln.series.stats
+        drawn = f' <span class="muted">({escape(t("stats.drawn", n=len(ln.series.step)))})</span>' if ln.series.thinned else ""
+        at_min = "" if s.min_step is None else f' <span class="muted">@{s.min_step}</span>'
+        at_max = "" if s.max_step is None else f' <span class="muted">@{s.max_step}</span>'
+        warn = ' class="warn"' if s.nan or s.posinf or s.neginf else ""
+        out.append(f"<tr><th>{escape(ln.label) if ln.label else value}</th><td>{s.count}{drawn}</td>\n"
+                   f'<td>{escape(fmt_value(s.last_value))} <span class="muted">@{s.last_step}</span></td>\n'
+                   f"<td>{escape(fmt_value(s.min_value))}{at_min}</td>\n"
+                   f"<td>{escape(fmt_value(s.max_value))}{at_max}</td>\n"
+                   f"<td{warn}>{s.nan} / {s.posinf + s.neginf}</td></tr>\n")
+    return Markup("".join(out))
+
+
 def _sub_label(run: SiteRun, sub) -> str:
     try:
         return PurePosixPath(sub.name).relative_to(run.name).as_posix()
@@ -55,11 +74,12 @@ def _sub_label(run: SiteRun, sub) -> str:
         return sub.name
 
 
-def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dict[str, HParamValue], assets: Assets,
+def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: dict[str, HParamValue], assets: Assets,
              common: dict, problems: list[Problem], config: Config, group_href: dict[str, str],
              other_dirs: frozenset = frozenset()) -> dict[str, bytes]:
     """``other_dirs``: folders of every run of the site, never listed as this run's artifacts."""
     prefix = f"runs/{run.slug}/"
+    t = env.globals["t"]
     files: dict[str, bytes] = {}
     chart_data: list[dict[str, Any]] = []
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -69,7 +89,7 @@ def run_page(env: jinja2.Environment, md: MarkdownIt, run: SiteRun, hparams: dic
     for tag, lines in by_tag.items():
         rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
         chart_data.append({"kind": "scalar", "rows": rows})
-        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "lines": lines})
+        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t)})
     ordered = sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
     data = [run.data, *run.sub_runs]
     hists: dict[str, list] = {}
