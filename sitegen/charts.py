@@ -11,6 +11,7 @@ are drawn as red rules, never dropped.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -63,6 +64,33 @@ class B64(str):
     than encoding it)."""
 
     __slots__ = ()
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
+    """``obj`` with each B64 string replaced by ``<mark><index>`` (its text appended to
+    ``blobs``); lists of plain values (most of the bulk) are passed through without a copy."""
+    kind = type(obj)
+    if kind is B64:
+        blobs.append(obj)
+        return f"{mark}{len(blobs) - 1}"
+    if kind is dict:
+        return {k: set_aside(v, blobs, mark) for k, v in obj.items()}
+    if kind is list or kind is tuple:
+        if all(type(v) in _PLAIN for v in obj):
+            return obj
+        return [set_aside(v, blobs, mark) for v in obj]
+    return obj
+
+
+def json_size(obj: Any) -> int:
+    """``len(json.dumps(obj, separators=(",", ":")))`` without running the encoder over the
+    base64 text (a comparison page is sized this way up to several times)."""
+    blobs: list[str] = []
+    small = json.dumps(set_aside(obj, blobs, ""), separators=(",", ":"))
+    return len(small) + sum(len(b) - len(str(i)) for i, b in enumerate(blobs))
 
 
 def _b64(a: np.ndarray) -> str:

@@ -10,7 +10,6 @@ browser (``site.js``) on this data; the chart spec stays the one shared template
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import re
@@ -19,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .charts import numbers
+from .charts import json_size, numbers
 from .downsample import downsample
 from .downsample import level_bits as downsample_levels
 from .hparams import Table, comparison_table, lower_is_better, text_value
@@ -155,7 +154,7 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
         runs = sorted(keep)
     while True:
         data = _overlay(group, labels, runs, n_out, points)
-        size = len(json.dumps(data, separators=(",", ":")))
+        size = json_size(data)
         if size <= budget * 0.9 or n_out <= MIN_POINTS:
             break
         n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / size))

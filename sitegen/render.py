@@ -60,7 +60,7 @@ def json_text(obj: Any) -> str:
     and copied back as they are."""
     blobs: list[str] = []
     mark = secrets.token_hex(8)  # not guessable: no string from a log can forge a placeholder
-    text = json.dumps(_set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
+    text = json.dumps(charts.set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
     for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(raw, esc)
     if blobs:
@@ -71,25 +71,6 @@ def json_text(obj: Any) -> str:
             pieces += ['"', blobs[int(index)], '"', tail]
         text = "".join(pieces)
     return text
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-def _set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
-    """``obj`` with each B64 string replaced by ``<mark><index>`` (its text appended to
-    ``blobs``); lists of plain values (most of the bulk) are passed through without a copy."""
-    kind = type(obj)
-    if kind is charts.B64:
-        blobs.append(obj)
-        return f"{mark}{len(blobs) - 1}"
-    if kind is dict:
-        return {k: _set_aside(v, blobs, mark) for k, v in obj.items()}
-    if kind is list or kind is tuple:
-        if all(type(v) in _PLAIN for v in obj):
-            return obj
-        return [_set_aside(v, blobs, mark) for v in obj]
-    return obj
 
 
 def _safe_link(url: str) -> bool:
