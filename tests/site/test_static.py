@@ -115,3 +115,27 @@ def test_two_builds_are_byte_identical(example_site: Path, tmp_path: Path):
     first, second = tree(example_site), tree(again)
     assert first.keys() == second.keys()
     assert [k for k in first if first[k] != second[k]] == []
+
+
+def test_page_data_equals_plain_json_with_hostile_strings():
+    """Base64 columns are copied past the JSON encoder; everything else is encoded and escaped
+    exactly as ``json.dumps`` plus the script-safe escapes would (strings from logs included,
+    even ones shaped like the placeholders)."""
+    import json
+
+    import numpy as np
+
+    from sitegen.charts import json_size, numbers
+    from sitegen.render import json_text
+
+    hostile = ['"0', '0"', "</script><script>alert(1)</script>", "\u2028\u2029", "&amp;<!--", "'\"\\", "数据"]
+    obj = {"tags": [{"tag": h, "x": numbers(np.arange(7) * 3), "y": numbers(np.array([0.5, np.nan, -np.inf, 1e300]))}
+                    for h in hostile],
+           "labels": hostile, "nested": [[numbers(np.array([1, 5, 2]))], (hostile[0], numbers(np.array([2.5])))]}
+    plain = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        plain = plain.replace(raw, esc)
+    text = json_text(obj)
+    assert text == plain
+    assert "<" not in text and json.loads(text) == json.loads(json.dumps(obj))
+    assert json_size(obj) == len(json.dumps(obj, separators=(",", ":")))
