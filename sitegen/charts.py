@@ -71,12 +71,14 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 def set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
     """``obj`` with each B64 string replaced by ``<mark><index>`` (its text appended to
-    ``blobs``); lists of plain values (most of the bulk) are passed through without a copy."""
+    ``blobs``); lists and dicts of plain values (most of the bulk) are passed through without a copy."""
     kind = type(obj)
     if kind is B64:
         blobs.append(obj)
         return f"{mark}{len(blobs) - 1}"
     if kind is dict:
+        if all(type(v) in _PLAIN for v in obj.values()):  # e.g. a comparison page's 5,000 line records
+            return obj
         return {k: set_aside(v, blobs, mark) for k, v in obj.items()}
     if kind is list or kind is tuple:
         if all(type(v) in _PLAIN for v in obj):

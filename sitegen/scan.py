@@ -72,7 +72,7 @@ def scan(
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        _report_odd_entries(directory, filenames, dirnames, patterns, problems)
+        regular = _report_odd_entries(directory, filenames, dirnames, patterns, problems)
         store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory, dirnames)), None)
         if store is not None:
             found.extend(store.discover(directory, archive))
@@ -80,7 +80,7 @@ def scan(
             continue
         for reader in READERS.values():
             args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
-            files = sorted(f for f in filenames if reader.claims(f, *args) and (directory / f).is_file())
+            files = sorted(f for f in filenames if f in regular and reader.claims(f, *args))
             if files:
                 found.append(
                     RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))
@@ -99,26 +99,33 @@ def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
 
 def _report_odd_entries(
     directory: Path, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
-) -> None:
+) -> set[str]:
     """Entries named like log files that are not regular files (a directory, FIFO, socket or
     device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
-    opening a FIFO would block the build."""
+    opening a FIFO would block the build. Returns the claimed names that are regular files (one
+    stat each, the only one the scan makes; hidden ones included, but never reported)."""
+    regular: set[str] = set()
     for name in sorted(filenames) + list(dirnames):
-        if name.startswith(".") or not _claimed(name, patterns):
+        if not _claimed(name, patterns):
             continue
         path = directory / name
         try:
             st = path.stat()
         except OSError as exc:
+            if name.startswith("."):
+                continue
             if path.is_symlink():
                 kind, what = ("symlink-loop", "symlink loop") if exc.errno == errno.ELOOP else ("unreadable", "dangling symlink")
             else:
                 kind, what = "unreadable", f"cannot stat: {exc.strerror or exc}"
             problems.append(Problem(str(path), None, kind, f"named like a log file but {what}; skipped"))
             continue
-        if not stat.S_ISREG(st.st_mode):
+        if stat.S_ISREG(st.st_mode):
+            regular.add(name)
+        elif not name.startswith("."):
             what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
             problems.append(Problem(str(path), None, "not-a-file", f"named like a log file but {what}; skipped"))
+    return regular
 
 
 def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: tuple[str, ...]) -> list[RunSource]:

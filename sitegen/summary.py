@@ -35,17 +35,19 @@ def code_fingerprint() -> str:
 
 
 def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list:
-    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params)."""
+    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params).
+    Plain strings, not Path objects: every build lists every run folder."""
     out: list = []
-    for dirpath, dirnames, filenames in os.walk(directory):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if (here / d).resolve() not in skip)
+    top = os.fspath(directory)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if Path(dirpath, d).resolve() not in skip)
         for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
             try:
-                st = (here / name).stat()
+                st = os.stat(full)
             except OSError:
                 continue
-            out.append([(here / name).relative_to(directory).as_posix(), st.st_size, st.st_mtime_ns])
+            out.append([full[len(top):].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns])
             if len(out) >= limit:
                 return out
     return out
