@@ -43,10 +43,11 @@ class Live:
     problems: list[Problem]
 
 
-def inputs(archive: Path, options: dict, config: Path | None = None) -> str | None:
+def inputs(archive: Path, options: dict, config: Path | None = None, sizes: list[int] | None = None) -> str | None:
     """The stamp of a build of ``archive`` with ``options`` (JSON-able: everything of the command
     line that changes the site) and the config file; None when something cannot be read (then
-    the build takes the normal path)."""
+    the build takes the normal path). ``sizes``: given, the archive's total file bytes are
+    appended to it (the walk has them anyway)."""
     h = hashlib.sha256()
     try:
         h.update(json.dumps([__version__, sys.version, str(Path(archive).absolute()), options,
@@ -64,7 +65,9 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
                         h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
             h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
-        _walk(Path(archive), h)
+        total = _walk(Path(archive), h)
+        if sizes is not None:
+            sizes.append(total)
     except (OSError, ValueError, ImportError):
         return None
     return h.hexdigest()
@@ -79,17 +82,21 @@ def package_stamp(name: str) -> str:
     return _entry(spec.origin).decode("utf-8", "surrogatepass")
 
 
-def _entry(path: str) -> bytes:
+def _entry(path: str, sizes: list[int] | None = None) -> bytes:
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass")
+    if sizes is not None:
+        sizes.append(st.st_size)
     return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
 
 
-def _walk(archive: Path, h) -> None:
-    """Every folder and file below the archive, symlinks followed once (as the scan does)."""
+def _walk(archive: Path, h) -> int:
+    """Every folder and file below the archive, symlinks followed once (as the scan does);
+    returns the files' total size."""
     seen: set[tuple[int, int]] = set()
+    sizes: list[int] = []
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=lambda e: h.update(f"!{e}\n".encode())):
         try:
             st = os.stat(dirpath)
@@ -104,7 +111,8 @@ def _walk(archive: Path, h) -> None:
         dirnames.sort()
         h.update(_entry(dirpath))
         for name in sorted(filenames):
-            h.update(_entry(os.path.join(dirpath, name)))
+            h.update(_entry(os.path.join(dirpath, name), sizes))
+    return sum(sizes)
 
 
 def whole(out: Path, site_key: str | None = None) -> Live | None:
