@@ -51,7 +51,6 @@ def _archive(runs: int, steps: int) -> Path:
 def child(config: str, archive: Path, work: Path) -> dict:
     """One cold build (runs in a fresh process)."""
     import sitegen.build as B
-    from sitegen import executors
     from sitegen.config import Config
 
     out, cache = work / f"site-{config}", work / f"cache-{config}"
@@ -63,7 +62,7 @@ def child(config: str, archive: Path, work: Path) -> dict:
     startup = 0.0
     cluster = None
     if kind == "local":
-        executors.PARALLEL_MIN_BYTES = 0  # use the pool even for a small archive
+        B.PARALLEL_MIN_BYTES = 0  # use the pool even for a small archive
         kw["jobs"] = n
     else:
         from distributed import Client, LocalCluster

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -26,6 +25,7 @@ from .scan import scan
 from .store import Store, default_cache_dir
 
 log = logging.getLogger(__name__)
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 MIN_PARALLEL_RUNS = 8  # likewise for a rebuild that draws only a few changed runs
 
 
@@ -307,7 +307,6 @@ def build(
     archive: Path | str, out: Path, *, config: Config, verify: bool = True, cache: Path | str | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
     progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
-    helper: ProcessPoolExecutor | None = None,
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
@@ -325,9 +324,7 @@ def build(
     archive is mirrored into a local folder first; a URL cache is pulled before the build and
     its changed entries pushed after it. ``executor="dask"`` decodes on a Dask cluster
     (``scheduler``: its address; None: a local cluster of ``jobs`` workers), see
-    :mod:`sitegen.executors`. ``helper``: a one-process :func:`sitegen.executors.local_pool`
-    the caller started early (it imports while this process scans): a rebuild that draws only
-    a few runs draws them, and shares the comparison pages, with it. Never shut down here.
+    :mod:`sitegen.executors`.
     """
     loc = remote.localize(archive, cache, use_cache=use_cache)
     archive, cache = loc.archive, loc.cache
@@ -347,7 +344,7 @@ def build(
     assets = render.assets(config.language, store)
     size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
     if executor == "local":
-        workers = 1 if size < executors.PARALLEL_MIN_BYTES else executors.default_workers(jobs)
+        workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
     else:
         workers = jobs  # the size of the local cluster when no scheduler is given (0: one per core)
     scan_problems = list(problems)  # a snapshot: workers get a copy, the list grows below
@@ -395,8 +392,6 @@ def build(
         if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool is None:  # reuse failed
             pool = stack.enter_context(executors.local_pool(workers))
             pool_size = workers
-        if pool is None and helper is not None and executor == "local" and todo and workers > 1:
-            pool, pool_size = helper, 1
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         def dispatch(i: int) -> Job:
             job = replace(job_list[i], key=keys[i])
@@ -405,7 +400,7 @@ def build(
                 job.out = Output(stage.root, stage.previous, stage.old_under(f"runs/{slug}/"))
             return job
 
-        n_workers = pool_size or (workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1)
+        n_workers = workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1
         results_iter = run_all([dispatch(i) for i in todo], workers=n_workers, executor=executor, scheduler=scheduler,
                                pool=pool)
         for i, result in zip(todo, results_iter):
@@ -460,8 +455,7 @@ def build(
             # sat idle while this process drew its own share before taking their results
             for hashes in executors.map_calls(pool, draw_group, map(group_job, theirs), window=max(1, len(theirs)), before=here):
                 stage.adopt(hashes)
-            if pool is not helper:
-                pool.shutdown(wait=False)  # the workers wind down while the manifest is written and synced
+            pool.shutdown(wait=False)  # the workers wind down while the manifest is written and synced
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}

@@ -89,7 +89,7 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.archive}: no such archive folder")
     extra = _executor(args, config)
     sde = source_date_epoch()
-    stamp = cache = helper = None
+    stamp = cache = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
         # a local archive with a local cache: first ask whether anything changed at all,
         # before importing the rest of sitegen (see sitegen.stamp)
@@ -97,13 +97,11 @@ def _build(args: argparse.Namespace) -> int:
         from .resources import default_cache_dir
 
         cache = args.cache or default_cache_dir()
-        sizes: list[int] = []
-        stamp = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config, sizes)
+        stamp = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
             publish.tidy(args.out, args.keep)
             return _built(args, same.runs, same.files, args.out, same.problems)
-        helper = _helper(args, extra, sizes[0] if sizes else 0)
     from .build import build
 
     progress = _Progress(enabled=not args.quiet)
@@ -111,30 +109,13 @@ def _build(args: argparse.Namespace) -> int:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=sde, progress=progress, helper=helper, **extra,
+            source_date_epoch=sde, progress=progress, **extra,
         )
     finally:
         progress.done()
-        if helper is not None:
-            helper.shutdown(wait=False, cancel_futures=True)
     if stamp is not None:
         stamps.write(args.out, cache, stamp)
     return _built(args, result.runs, result.files, result.out, result.problems)
-
-
-def _helper(args: argparse.Namespace, extra: dict, archive_bytes: int):
-    """One worker process started now, for a rebuild of a large archive whose site exists
-    (usually a few runs changed): it imports while this process imports and scans, then draws
-    the changed runs and part of the comparison pages. None on one core, with ``--jobs 1``,
-    another executor, or an archive small enough to be read in this process."""
-    from . import executors, publish
-
-    if (extra or args.jobs == 1 or executors.default_workers(args.jobs) < 2
-            or archive_bytes < executors.PARALLEL_MIN_BYTES or publish.live_build(args.out) is None):
-        return None
-    pool = executors.local_pool(1)
-    executors.warm(pool, 1)
-    return pool
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:

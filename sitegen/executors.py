@@ -43,8 +43,6 @@ DASK_CHUNK_MAX = 16
 DASK_INFLIGHT_PER_WORKER = 3
 #: Local chunks: at most this many runs each, at most this many chunks in flight per worker.
 LOCAL_CHUNK_MAX = 4
-#: logs below this many bytes are read in the calling process: starting workers costs more
-PARALLEL_MIN_BYTES = 64 << 20
 LOCAL_INFLIGHT_PER_WORKER = 3
 
 
@@ -135,11 +133,6 @@ def _init_worker() -> None:
     keep_freed_memory()
 
 
-def default_workers(jobs: int) -> int:
-    """Local worker processes for ``--jobs`` (0: one per core)."""
-    return jobs or os.cpu_count() or 1
-
-
 def local_pool(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned processes (forking after vl-convert has started hangs). A build keeps
     one pool for the runs and then the comparison pages: starting a worker costs ~0.5 s."""
@@ -150,11 +143,10 @@ def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
                pool: ProcessPoolExecutor | None = None) -> Iterator[RunResult]:
     """Small chunks with a bounded number in flight: a result holds a run's whole page, so
     letting finished chunks pile up would make memory grow with the archive."""
-    if pool is None and (workers <= 1 or len(jobs) < 2):
+    if workers <= 1 or len(jobs) < 2:
         for j in jobs:
             yield from _process_many([j], fn)
         return
-    workers = max(1, workers)
     chunks = _chunks(jobs, max(workers * 8, len(jobs) // LOCAL_CHUNK_MAX + 1))
     window = workers * LOCAL_INFLIGHT_PER_WORKER
     with contextlib.nullcontext(pool) if pool is not None else local_pool(min(workers, len(chunks))) as pool:

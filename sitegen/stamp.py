@@ -43,11 +43,10 @@ class Live:
     problems: list[Problem]
 
 
-def inputs(archive: Path, options: dict, config: Path | None = None, sizes: list[int] | None = None) -> str | None:
+def inputs(archive: Path, options: dict, config: Path | None = None) -> str | None:
     """The stamp of a build of ``archive`` with ``options`` (JSON-able: everything of the command
     line that changes the site) and the config file; None when something cannot be read (then
-    the build takes the normal path). ``sizes``: given, the archive's total file bytes are
-    appended to it (the walk has them anyway)."""
+    the build takes the normal path)."""
     h = hashlib.sha256()
     try:
         h.update(json.dumps([__version__, sys.version, str(Path(archive).absolute()), options,
@@ -65,9 +64,7 @@ def inputs(archive: Path, options: dict, config: Path | None = None, sizes: list
                         h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
             h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
-        total = _walk(Path(archive), h)
-        if sizes is not None:
-            sizes.append(total)
+        _walk(Path(archive), h)
     except (OSError, ValueError, ImportError):
         return None
     return h.hexdigest()
@@ -82,21 +79,17 @@ def package_stamp(name: str) -> str:
     return _entry(spec.origin).decode("utf-8", "surrogatepass")
 
 
-def _entry(path: str, sizes: list[int] | None = None) -> bytes:
+def _entry(path: str) -> bytes:
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass")
-    if sizes is not None:
-        sizes.append(st.st_size)
     return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
 
 
-def _walk(archive: Path, h) -> int:
-    """Every folder and file below the archive, symlinks followed once (as the scan does);
-    returns the files' total size."""
+def _walk(archive: Path, h) -> None:
+    """Every folder and file below the archive, symlinks followed once (as the scan does)."""
     seen: set[tuple[int, int]] = set()
-    sizes: list[int] = []
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=lambda e: h.update(f"!{e}\n".encode())):
         try:
             st = os.stat(dirpath)
@@ -111,8 +104,7 @@ def _walk(archive: Path, h) -> int:
         dirnames.sort()
         h.update(_entry(dirpath))
         for name in sorted(filenames):
-            h.update(_entry(os.path.join(dirpath, name), sizes))
-    return sum(sizes)
+            h.update(_entry(os.path.join(dirpath, name)))
 
 
 def whole(out: Path, site_key: str | None = None) -> Live | None:

@@ -107,37 +107,3 @@ def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path
     after = _files(out)
     pages = [rel for rel in before if rel.startswith("runs/")]
     assert pages and all(after[rel] == before[rel] for rel in pages)  # the same files, linked
-
-
-def test_helper_process_draws_a_rebuild_the_same(archive: Path, tmp_path: Path, monkeypatch):
-    """A rebuild with a helper process (the CLI starts one for a large archive whose site exists)
-    draws the changed run and part of the comparison pages there: the site equals a rebuild in
-    one process, file for file."""
-    import os
-
-    from sitegen import executors
-
-    def files(site: Path) -> dict[str, bytes]:
-        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
-                if p.is_file() and not p.name.startswith("manifest")}
-
-    monkeypatch.setattr(executors, "PARALLEL_MIN_BYTES", 0)  # this small archive counts as large
-    for out in ("plain", "helped"):
-        build(archive, tmp_path / out, config=Config(), cache=tmp_path / f"cache-{out}", jobs=2)
-    grown = archive / "proj" / "model" / "run1"
-    shutil.rmtree(grown)
-    write_run(grown, tags=["train/loss", "val/acc"], steps=450, seed=1, start=1.7e9 + 1)
-    build(archive, tmp_path / "plain", config=Config(), cache=tmp_path / "cache-plain", jobs=2)
-    helper = executors.local_pool(1)
-    try:
-        pid = helper.submit(os.getpid).result()
-        assert pid != os.getpid()
-        sent, submit = [], helper.submit
-        helper.submit = lambda fn, *a, **k: (sent.append(getattr(fn, "func", fn).__name__), submit(fn, *a, **k))[1]
-        build(archive, tmp_path / "helped", config=Config(), cache=tmp_path / "cache-helped", jobs=2, helper=helper)
-        assert "_process_many" in sent and "draw_group" in sent, sent  # the run and a comparison page went there
-        assert helper.submit(os.getpid).result() == pid  # still the same process: never shut down by build
-    finally:
-        helper.shutdown()
-    assert files(tmp_path / "helped") == files(tmp_path / "plain")
-    assert manifest.verify(tmp_path / "helped") == []
