@@ -60,7 +60,7 @@ def run_length(pairs: list[tuple[Any, int]]) -> dict[str, list]:
 
 class B64(str):
     """Base64 text: nothing in it needs escaping in JSON or in a script, so
-    :func:`sitegen.render.js_data` copies it as it is (escaping a run's chart data cost more
+    :func:`sitegen.render.json_text` copies it as it is (escaping a run's chart data cost more
     than encoding it)."""
 
     __slots__ = ()

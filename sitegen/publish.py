@@ -27,7 +27,6 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
-import zlib
 import hashlib
 import logging
 import os
@@ -36,6 +35,7 @@ import secrets
 import shutil
 import subprocess
 import threading
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
