@@ -146,7 +146,7 @@ def byte_ranges(trow: np.ndarray, mrow: np.ndarray, step_bytes: list[int]) -> tu
     :func:`record_mask` makes: 0xFF (lo = hi = the byte), 0x80 (the top bit: 0x80..0xFF or
     0..0x7F) and 0 (anything); a last step byte must also be >= 1.
     """
-    if not np.isin(mrow, (0, 0x80, 0xFF)).all():
+    if not ((mrow == 0) | (mrow == 0x80) | (mrow == 0xFF)).all():
         raise ValueError("byte_ranges handles masks of 0, 0x80 and 0xFF only")
     lo = np.where(mrow == 0xFF, trow, np.where(mrow == 0x80, trow & 0x80, 0)).astype(np.uint8)
     hi = np.where(mrow == 0xFF, trow, np.where((mrow == 0x80) & (trow < 0x80), 0x7F, 0xFF)).astype(np.uint8)
@@ -231,17 +231,31 @@ def crc_block_bad(a: np.ndarray, base: int, period: int, count: int, rel: list[t
     CRC32C is affine over GF(2): for equal-length payloads, the XOR of their (unmasked) CRCs is the
     CRC of the XOR of the payloads, up to the CRC of ``n`` zero bytes when the count is even. So
     XOR-ing whole periods checks every record position with one CRC call each. To keep identical
-    damage in 2 or 3 records from cancelling, each power-of-two chunk of periods is also checked on
-    every "bit b of the period index is set" subset, all from two read-only reductions of the chunk
-    (:func:`_subset_xors`). A failing (chunk, position) is rechecked record by record, so exactly the bad
-    records are reported. Residual risk: see :mod:`sitegen.read.tfevents_fast`.
+    damage in 2 or 3 records from cancelling, the periods are also checked on every "bit b of the
+    period index is set" subset, all from two read-only reductions (:func:`_subset_xors`). A
+    failing position is rechecked record by record, so exactly the bad records are reported.
+    One group for any ``count``: a file's few blocks cost a few rounds of numpy calls each, not
+    one per power of two in their sizes. Residual risk: see :mod:`sitegen.read.tfevents_fast`.
     """
+    if count <= 0:
+        return []
+    ends = np.array([c + HEADER + n for c, n in rel], np.intp)
+    stored = fields(a, U32, base, count, period, ends) - _MASK_DELTA  # unmask = subtract, then rotate
+    r = _subset_xors(stored, 0)  # (bits + 1, positions); the rotation is linear: only the sums need it
+    crcs = (r << np.uint32(15)) | (r >> np.uint32(17))
+    sums = _subset_xors(a[base : base + count * period].reshape(count, period), 3)  # (bits + 1, period)
+    bits = len(sums) - 1
+    # subset sizes: an even one leaves the zero-bytes CRC
+    odd = [((count >> (b + 1) << b) + max(0, (count & ((2 << b) - 1)) - (1 << b))) % 2 for b in range(bits)] + [count % 2]
+    flat, want = sums.tobytes(), crcs.T.tolist()  # plain bytes and ints: ~5x less per-call overhead
     bad: list[int] = []
-    k0 = 0
-    while k0 < count:
-        size = 1 << ((count - k0).bit_length() - 1)
-        bad += _chunk_bad(a, base + k0 * period, period, size, rel)
-        k0 += size
+    for j, (c, n) in enumerate(rel):
+        zero = _zero_crc(n)
+        for row in range(bits + 1):
+            o = row * period + c + HEADER
+            if google_crc32c.value(flat[o : o + n]) ^ (0 if odd[row] else zero) != want[j][row]:
+                bad += [base + i * period + c for i in range(count) if not crc_ok(a, base + i * period + c, n)]
+                break
     return sorted(bad)
 
 
@@ -253,51 +267,36 @@ def _bit_rows(m: int) -> np.ndarray:
 
 
 def _subset_xors(x: np.ndarray, fold: int) -> np.ndarray:
-    """XOR sums over the rows of ``x`` (2**k rows): row b < k of the result is the XOR of the rows
-    whose index has bit b set, row k the XOR of all rows.
+    """XOR sums over the rows of ``x`` (any number of rows, at least one): with ``bits`` the bit
+    length of the largest row index, row b < bits of the result is the XOR of the rows whose
+    index has bit b set, row ``bits`` the XOR of all rows.
 
     Two read-only passes instead of a tree of halving copies: one reduction keeps the low index
-    bits apart, one the high bits; the per-bit sums then come from those small partial sums.
-    Groups of 2**fold consecutive rows are reduced as one wide row: numpy's reductions are much
-    faster on long rows than on short ones.
+    bits apart (rows grouped by index mod 2**m), one the high bits (one sum per group of 2**m
+    consecutive rows); the per-bit sums then come from those small partial sums. The last,
+    partial group is added on its own. Groups of 2**fold consecutive rows are reduced as one
+    wide row: numpy's reductions are much faster on long rows than on short ones.
     """
     count, w = x.shape
-    k = count.bit_length() - 1
-    f = min(fold, k)
-    hi = (k + 1) // 2  # about as many partial sums on each side
-    lo = max(0, k - hi - f)
-    hi = k - f - lo
-    z = x.reshape(1 << hi, 1 << lo, 1 << f, w)  # index = (h * 2**lo + g) * 2**f + s
-    out = np.empty((k + 1, w), x.dtype)
-    m = lo + f
+    bits = (count - 1).bit_length()
+    m = bits - (bits + 1) // 2  # about as many partial sums on each side
+    f = min(fold, m)
+    lo = m - f
+    q, rest = count >> m, count & ((1 << m) - 1)  # full groups (q >= 1), rows of the partial one
+    z = x[: q << m].reshape(q, 1 << lo, 1 << f, w)  # index = (h * 2**lo + g) * 2**f + s
+    out = np.empty((bits + 1, w), x.dtype)
     low = np.bitwise_xor.reduce(z, axis=0).reshape(1 << m, w)  # by index mod 2**m
+    hb = bits - m
+    high = np.zeros((1 << hb, w), x.dtype)  # by index >> m (groups past the last: zero)
+    # (one axis at a time: numpy reduces over two axes at once 3x slower)
+    np.bitwise_xor.reduce(np.bitwise_xor.reduce(z, axis=1), axis=1, out=high[:q])
+    if rest:
+        tail = x[q << m :]
+        low[:rest] ^= tail
+        np.bitwise_xor.reduce(tail, axis=0, out=high[q])
     if m:
         np.bitwise_xor.reduce(low[_bit_rows(m)], axis=1, out=out[:m])
-    if hi:  # (one axis at a time: numpy reduces over two axes at once 3x slower)
-        high = np.bitwise_xor.reduce(np.bitwise_xor.reduce(z, axis=1), axis=1)  # by index >> m
-        np.bitwise_xor.reduce(high[_bit_rows(hi)], axis=1, out=out[m:k])
-    np.bitwise_xor.reduce(low, axis=0, out=out[k])
+    if hb:
+        np.bitwise_xor.reduce(high[_bit_rows(hb)], axis=1, out=out[m:bits])
+    np.bitwise_xor.reduce(low, axis=0, out=out[bits])
     return out
-
-
-def _chunk_bad(a: np.ndarray, base: int, period: int, count: int, rel: list[tuple[int, int]]) -> list[int]:
-    """:func:`crc_block_bad` on one chunk of ``count`` (a power of two) periods."""
-    k = count.bit_length() - 1
-    # unmask = subtract, then rotate; the rotation is linear, so only the sums need it
-    shifted = np.empty((len(rel), count), np.uint32)
-    for j, (c, n) in enumerate(rel):
-        np.subtract(col(a, U32, base + c + HEADER + n, count, period), _MASK_DELTA, out=shifted[j])
-    r = _subset_xors(shifted.T, 0)  # (k + 1, positions)
-    crcs = (r << np.uint32(15)) | (r >> np.uint32(17))
-    sums = _subset_xors(a[base : base + count * period].reshape(count, period), 3)  # (k + 1, period)
-    odd = [count // 2 % 2] * k + [count % 2]  # subset sizes: an even one leaves the zero-bytes CRC
-    flat, want = sums.tobytes(), crcs.T.tolist()  # plain bytes and ints: ~5x less per-call overhead
-    bad: list[int] = []
-    for j, (c, n) in enumerate(rel):
-        zero = _zero_crc(n)
-        for row in range(k + 1):
-            o = row * period + c + HEADER
-            if google_crc32c.value(flat[o : o + n]) ^ (0 if odd[row] else zero) != want[j][row]:
-                bad += [base + i * period + c for i in range(count) if not crc_ok(a, base + i * period + c, n)]
-                break
-    return bad

@@ -51,10 +51,10 @@ CRC32C is affine over GF(2): for payloads of equal length, the XOR of their unma
 the CRC of the XOR of the payloads, up to a constant (the CRC of that many zero bytes) when their
 number is even. So the decoder XORs whole periods of a verified block together and checks every
 record position with one CRC call. Identical damage in several records would cancel in an XOR,
-so each power-of-two chunk of periods is also checked on every "bit b of the period index is
-set" subset (two read-only reductions of the chunk give them all, see
+so each block of periods is also checked on every "bit b of the period index is
+set" subset (two read-only reductions of the block give them all, see
 ``_fastframe._subset_xors``). Any 1, 2 or 3 damaged records
-of one (chunk, position) group are therefore always detected. Residual risk: damage is missed
+of one (block, position) group are therefore always detected. Residual risk: damage is missed
 if >= 4 records of one group carry exactly the same error syndrome (e.g. the same bit flipped
 at the same byte) at indices that cancel on every subset (e.g. indices 0-3), or by a CRC32C
 collision (2**-32 per group, the same odds as for one record checked alone). A failing group
@@ -301,22 +301,24 @@ class _Decoder:
             self._flush()
             self.tpl = t
         avail = (self.size - base) // period
-        if avail and struct.unpack_from("<Q", a, base)[0] != t.pos[0].n:
-            return base  # the next record's length already differs: no numpy round for nothing
-        cap = 1 << max(0, (BLOCK_BYTES // period).bit_length() - 1)
-        done = 0
+        cap = max(1, BLOCK_BYTES // period)
+        first_len = t.pos[0].n
         while avail:
-            # blocks double from 16 periods and land the queue exactly on `cap`: a flush of a power
-            # of two periods is one CRC chunk (each chunk has a fixed cost)
-            cnt = min(max(16, done), cap - self.queued, avail)
-            ok = cnt if ff.in_ranges(a, base, cnt, period, t.lo, t.hi) else self._first_mismatch(t, base, cnt)
+            cnt = min(cap - self.queued, avail)
+            # where the period must end: the first period whose first record has another length
+            # (the step varint grew, an image came...), found by one strided read; the range
+            # check then covers the periods before it at once (one numpy round per block)
+            same = ff.col(a, ff.U64, base, cnt, period) == first_len
+            lim = cnt if same.all() else int(same.argmin())
+            if not lim:
+                break
+            ok = lim if ff.in_ranges(a, base, lim, period, t.lo, t.hi) else self._first_mismatch(t, base, lim)
             if ok:  # reserve the rows now (file order), decode them with the batch
                 self.segs.append((base, ok, self.n))
                 self.n += ok * len(t.fast)
                 self.queued += ok
                 base += ok * period
                 avail -= ok
-                done += ok
                 if self.queued >= cap:
                     self._flush()
             if ok < cnt:

@@ -405,16 +405,32 @@ def test_crc_block_bad_catches_any_two_or_three_identical_flips():
 
 
 def test_crc_block_bad_residual_risk_is_as_documented():
-    n, count = 37, 300  # chunks of 256, 32, 8 and 4 periods
+    n, count = 37, 300  # one group of 300 periods: subsets by bits 0..8 of the index, and all
     buf, stride = _framed_block(n, count, 5)
-    bad = [0, 1, 2, 3, 64, 65, 66, 67, 299]
-    for k in bad:  # the same flip in 8 records that pair up on every subset of the first chunk
+    for k in (64, 65, 66, 67):  # the same flip in 4 records that pair up on every subset
         buf[k * stride + 12 + 5] ^= 0x44
     a = np.frombuffer(bytes(buf), np.uint8)
-    assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [299 * stride]
-    buf[66 * stride + 12 + 5] ^= 0x44  # undo one: now 7, an odd number, which never cancels
+    assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == []
+    buf[299 * stride + 12 + 5] ^= 0x44  # a fifth: now an odd number, which never cancels
     a = np.frombuffer(bytes(buf), np.uint8)
-    assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [k * stride for k in bad if k != 66]
+    assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [k * stride for k in (64, 65, 66, 67, 299)]
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 17, 100, 129, 300])
+def test_crc_block_bad_any_count(count):
+    """Counts that are not powers of two are one group: every single, double and triple flip found."""
+    n = 23
+    clean, stride = _framed_block(n, count, count)
+    a = np.frombuffer(bytes(clean), np.uint8)
+    assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == []
+    rng = np.random.default_rng(count)
+    sets = [tuple(sorted(rng.choice(count, size=min(k, count), replace=False))) for k in (1, 2, 3) for _ in range(20)]
+    for idx in sets:
+        buf = bytearray(clean)
+        for k in idx:
+            buf[k * stride + 12 + 3] ^= 0x10
+        a = np.frombuffer(bytes(buf), np.uint8)
+        assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [k * stride for k in idx]
 
 
 def test_overwritten_ranges(tbx_plain, tbx_mixed):
