@@ -66,6 +66,13 @@ class B64(str):
     __slots__ = ()
 
 
+class Plain(list):
+    """A list known to hold only plain JSON (no :class:`B64` anywhere in it), so
+    :func:`set_aside` passes it without a look: a comparison page's thousands of line records."""
+
+    __slots__ = ()
+
+
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
@@ -73,6 +80,8 @@ def set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
     """``obj`` with each B64 string replaced by ``<mark><index>`` (its text appended to
     ``blobs``); lists and dicts of plain values (most of the bulk) are passed through without a copy."""
     kind = type(obj)
+    if kind is Plain:
+        return obj
     if kind is B64:
         blobs.append(obj)
         return f"{mark}{len(blobs) - 1}"

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .charts import json_size, numbers
+from .charts import Plain, json_size, numbers
 from .downsample import downsample
 from .downsample import level_bits as downsample_levels
 from .hparams import Table, comparison_table, lower_is_better, text_value
@@ -169,7 +169,7 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
     so a page of thousands of lines costs three encodings per tag, not three per line."""
     by_tag: dict[str, list] = {}
     thinned_any = False
-    run_rows = []
+    run_rows = Plain()
     level = _level(n_out)
     for i in runs:
         r = group.runs[i]
@@ -191,7 +191,7 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
         items = by_tag[tag]
         cat = lambda k, dt: np.concatenate([it[k] for it in items]).astype(dt)  # noqa: E731
         tags.append({
-            "tag": tag, "lines": [it[0] for it in items], "x": numbers(cat(1, np.int64)),
+            "tag": tag, "lines": Plain(it[0] for it in items), "x": numbers(cat(1, np.int64)),
             # seconds since the run's start: float32 is plenty for a time axis; NaN wall times
             # (CSV without a time column) have no place on time axes
             "t": numbers(cat(2, np.float64), exact=False), "y": numbers(cat(3, np.float64)),

@@ -158,20 +158,22 @@ class Store:
         if self.root is None:
             return None
         head = len(_SUMMARY_MAGIC) + 16
-        try:
-            with open(self._summary_path(key), "rb") as f:
-                start = f.read(head)
-                if len(start) < head or not start.startswith(_SUMMARY_MAGIC):
-                    return None
-                n, size = int.from_bytes(start[-16:-8], "little"), int.from_bytes(start[-8:], "little")
-                if doc:
-                    f.seek(head + n * _ROW_BYTES)
-                    part = f.read(size)
-                    return (n, part) if len(part) == size else None
-                part = f.read(n * _ROW_BYTES)
-                return (n, part) if len(part) == n * _ROW_BYTES else None
+        try:  # plain descriptors and string paths: a comparison page reads hundreds of these
+            fd = os.open(f"{self.root}/runs/{key[:SHARD]}/{key}.sum", os.O_RDONLY)
         except OSError:
             return None
+        try:
+            start = os.pread(fd, head, 0)
+            if len(start) < head or not start.startswith(_SUMMARY_MAGIC):
+                return None
+            n, size = int.from_bytes(start[-16:-8], "little"), int.from_bytes(start[-8:], "little")
+            want, at = (size, head + n * _ROW_BYTES) if doc else (n * _ROW_BYTES, head)
+            part = os.pread(fd, want, at)
+            return (n, part) if len(part) == want else None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
