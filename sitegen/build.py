@@ -95,7 +95,6 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
 
 def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
     """A run as the site shows it: its sub-runs folded in and every chart line prepared."""
-    import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
     lines = _lines(data, "", config, source.name)
     for sub in subs:
         lines += _lines(sub, None, config, source.name)
@@ -105,7 +104,7 @@ def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: 
             if m not in data.hparam_metrics:
                 data.hparam_metrics.append(m)
     lines.sort(key=lambda ln: (ln.tag, ln.label))
-    walls = [w for d in [data, *subs] if d.scalars.num_rows for w in (pc.min(d.scalars["wall_time"]).as_py(), pc.max(d.scalars["wall_time"]).as_py())]
+    walls = [w for d in [data, *subs] if d.scalars.num_rows for w in _wall_range(d.scalars)]
     walls = [w for w in walls if w is not None and np.isfinite(w)]
     last_steps = [ln.series.stats.last_step for ln in lines]
     parts = tuple(PurePosixPath(source.name).parts) if source.name != "." else (".",)
@@ -120,6 +119,13 @@ def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: 
         last_step=max(last_steps) if last_steps else None,
         directory=source.directory,  # sitegen.runpage: env files, notes, artifacts
     )
+
+
+def _wall_range(table) -> tuple[float, float]:
+    """Smallest and largest wall time, NaN skipped (NaN only if all are): what Arrow's min and
+    max give, without importing ``pyarrow.compute``."""
+    w = table.column("wall_time").to_numpy()
+    return float(np.fmin.reduce(w)), float(np.fmax.reduce(w))
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:

@@ -172,8 +172,8 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
     for k, (label, d) in enumerate(items):
         g = tag_groups(d.scalars)
         t = d.scalars.select(["step", "wall_time", "value"])
-        if not g.in_place:
-            t = t.take(pa.array(g.order))
+        if not g.in_place:  # numpy's gather: Arrow's take imports pyarrow.compute
+            t = pa.table({c: t.column(c).to_numpy()[g.order] for c in t.column_names}, schema=t.schema)
         glob = np.array([code_of.setdefault(name, len(code_of)) for name in g.tags], dtype=np.int32)
         tags.append(np.repeat(glob, np.diff(g.bounds)))
         series.append(np.full(t.num_rows, k, dtype=np.int32))

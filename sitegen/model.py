@@ -65,19 +65,37 @@ def tag_groups(table: pa.Table) -> TagGroups:
     enc = table.column("tag").combine_chunks()
     if not pa.types.is_dictionary(enc.type):
         enc = enc.dictionary_encode()
-    local = enc.dictionary.to_pylist()
+    groups = _grouping(enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False))
+    _remember(table, groups)
+    return groups
+
+
+def remember_tag_groups(table: pa.Table, tags: list[str], codes: np.ndarray) -> None:
+    """Tell :func:`tag_groups` that the tag column of ``table`` is ``tags[codes]`` (distinct
+    tags, each used): a reader that decoded the tags as codes spares the hashing of every row's
+    string (and the import of ``pyarrow.compute`` it needs)."""
+    if len(codes) != table.num_rows or len(set(tags)) != len(tags):
+        return
+    if len(tags) and not np.bincount(codes, minlength=len(tags)).all():
+        return
+    _remember(table, _grouping(tags, codes))
+
+
+def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
     by_name = sorted(range(len(local)), key=local.__getitem__)
     # 16-bit ranks where they fit: numpy sorts those by radix, several times faster
     rank_of = np.empty(len(local), dtype=np.int16 if len(local) < 2**15 else np.int64)
     rank_of[by_name] = np.arange(len(local))
-    rank = rank_of[enc.indices.to_numpy(zero_copy_only=False)]
+    rank = rank_of[codes]
     in_place = len(rank) < 2 or bool(np.all(rank[1:] >= rank[:-1]))
     order = np.arange(len(rank)) if in_place else np.argsort(rank, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=len(local)))])
-    groups = TagGroups([local[c] for c in by_name], rank, order, bounds, in_place)
+    return TagGroups([local[c] for c in by_name], rank, order, bounds, in_place)
+
+
+def _remember(table: pa.Table, groups: TagGroups) -> None:
     key = id(table)
     _groups[key] = (weakref.ref(table, lambda _, key=key: _groups.pop(key, None)), groups)
-    return groups
 
 
 @dataclass(frozen=True)

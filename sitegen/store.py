@@ -307,7 +307,10 @@ class Store:
         try:
             tables: dict[str, pa.Buffer] = {}
             if run.scalars.num_rows:
-                tables["scalars"] = self._ipc(run.scalars.cast(RUN_SCALARS_SCHEMA))
+                table = run.scalars
+                if not table.schema.equals(RUN_SCALARS_SCHEMA):  # (a cast imports pyarrow.compute)
+                    table = table.cast(RUN_SCALARS_SCHEMA)
+                tables["scalars"] = self._ipc(table)
             for kind in _SCHEMAS:
                 items = getattr(run, kind)
                 if items:

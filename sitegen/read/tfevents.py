@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..errors import Problem, read_regular_array, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
-    SourceFile, Text, merge_parts,
+    SourceFile, Text, merge_parts, remember_tag_groups,
 )
 from . import media
 from .protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -315,41 +315,58 @@ def _decode_or_report(dec: Decoded, off: int, payload: memoryview, options: Read
 def _tag_column(fs: FastScalars) -> pa.Array:
     """``fs.tag[fs.tag_id]`` as a string array.
 
-    Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows).
-    Rows of ``fs.runs`` repeat one period of tags, so their bytes and offsets are tiled by
-    doubling copies; only the rows between runs go through the dictionary.
+    Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows),
+    and it imports ``pyarrow.compute`` (~40 ms per process). Rows of ``fs.runs`` repeat one
+    period of tags, so their bytes and offsets are tiled by doubling copies; the rows between
+    runs are gathered byte by byte (:func:`_gather_strings`).
     """
-    names = pa.array(fs.tag, pa.string())
+    encoded = [t.encode() for t in fs.tag]
     n, runs = len(fs.step), [(r, r + c * len(t), t) for r, c, t, _, _ in fs.runs or []]
-    lens = np.array([len(t.encode()) for t in fs.tag], np.int64)
+    lens = np.array([len(b) for b in encoded], np.int64)
     if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
-        return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), names).cast(pa.string())
+        return _gather_strings(encoded, lens, fs.tag_id)
     loose = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
-    pieces = {lo: names.take(pa.array(fs.tag_id_of(lo, hi))) for lo, hi, _ in loose}  # rows between runs
     total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
-    total += sum(p.buffers()[2].size if p.buffers()[2] else 0 for p in pieces.values())
+    total += sum(int(lens[fs.tag_id_of(lo, hi)].sum()) for lo, hi, _ in loose)
     if total >= 2**31:  # int32 offsets of pa.string() would overflow: let Arrow say so
-        return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), names).cast(pa.string())
+        return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), pa.array(fs.tag, pa.string())).cast(pa.string())
     offsets = np.empty(n + 1, np.int32)
     offsets[0] = 0
     data = np.empty(total, np.uint8)
+    blob = np.frombuffer(b"".join(encoded), np.uint8)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
     at = 0  # bytes written so far
     for lo, hi, tids in sorted(loose + runs, key=lambda x: x[0]):
         if tids is None:
-            piece = pieces[lo]
-            offs = np.frombuffer(piece.buffers()[1], np.int32, hi - lo + 1, piece.offset * 4)
-            size = int(offs[-1] - offs[0])
+            ids = fs.tag_id_of(lo, hi)
+            ends = np.cumsum(lens[ids])
+            size = int(ends[-1])
+            offsets[lo + 1 : hi + 1] = ends + at
             if size:
-                data[at : at + size] = np.frombuffer(piece.buffers()[2], np.uint8, size, int(offs[0]))
-            offsets[lo + 1 : hi + 1] = offs[1:] - offs[0] + at
+                data[at : at + size] = blob[np.arange(size) - np.repeat(ends - lens[ids] - starts[ids], lens[ids])]
         else:
-            row = b"".join(fs.tag[i].encode() for i in tids)
+            row = b"".join(encoded[i] for i in tids)
             ff.fill_periodic(offsets[lo + 1 : hi + 1], at + np.cumsum(lens[tids]), len(row))
             size = len(row) * ((hi - lo) // len(tids))
             if size:
                 ff.fill_periodic(data[at : at + size], np.frombuffer(row, np.uint8), 0)
         at += size
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _gather_strings(encoded: list[bytes], lens: np.ndarray, ids: np.ndarray) -> pa.Array:
+    """``encoded[ids]`` as a string array, built with numpy (offsets by a running sum, bytes by
+    one gather)."""
+    row_lens = lens[ids]
+    ends = np.cumsum(row_lens)
+    total = int(ends[-1]) if len(ends) else 0
+    if total >= 2**31:
+        return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array([b.decode() for b in encoded], pa.string())).cast(pa.string())
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
+    blob = np.frombuffer(b"".join(encoded), np.uint8)
+    data = blob[np.arange(total) - np.repeat(ends - row_lens - starts[ids], row_lens)] if total else np.empty(0, np.uint8)
+    offsets = np.concatenate([[0], ends]).astype(np.int32)
+    return pa.StringArray.from_buffers(len(ids), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, dec: Decoded) -> tuple[pa.Table, int]:
@@ -369,6 +386,7 @@ def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, d
         schema=RUN_SCALARS_SCHEMA,
     )
     if not dec.record:
+        remember_tag_groups(fast, fs.tag, fs.tag_id)
         return fast, fs.end
     slow = dec.scalar_table()
     records = np.concatenate([fs.record, np.asarray(dec.record, dtype=np.int64)])
