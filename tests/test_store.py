@@ -132,3 +132,43 @@ def test_blobs_are_shared_through_the_machine_cache(tmp_path: Path, monkeypatch)
     assert (tmp_path / "c2" / "blobs" / "b.js").read_bytes() == b"bundle"
     assert (tmp_path / "home" / "sitegen" / "blobs" / "b.js").read_bytes() == b"bundle"
     assert Store(None).blob("b.js", make) == b"bundle" and calls == [1, 1]  # caching off: made again
+
+
+@pytest.mark.parametrize("case", ["float32", "float64", "wide-steps", "nan-payloads", "many-tags"])
+def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
+    """The cache keeps scalars narrow (tag codes, int32 steps, float32 values) only where that
+    loses nothing: whatever the values, a cached read equals the table that was decoded."""
+    import pyarrow as pa
+
+    from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
+    from sitegen.store import _narrow, _widen
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    tags = [f"t{i % (40_000 if case == 'many-tags' else 7)}/ü" for i in range(n)]
+    step = np.arange(n, dtype=np.int64) * (2**33 if case == "wide-steps" else 1) - 5
+    value = rng.standard_normal(n).astype(np.float32).astype(np.float64)
+    if case == "float64":
+        value[5] = 0.1
+    if case == "nan-payloads":
+        value.view(np.uint64)[3] = 0x7FF8000000000001  # a float64 NaN whose payload float32 drops
+        value[4] = np.nan
+        value[6] = -np.inf
+    wall = 1.7e9 + rng.random(n)
+    table = pa.table({"tag": tags, "step": step, "wall_time": wall, "value": value}, schema=RUN_SCALARS_SCHEMA)
+    back = _widen(_narrow(table))
+    assert back.schema.equals(RUN_SCALARS_SCHEMA)
+    assert back.column("tag").to_pylist() == tags
+    assert back.column("step").to_pylist() == step.tolist()
+    for col, want in (("wall_time", wall), ("value", value)):
+        assert np.array_equal(back.column(col).to_numpy().view(np.uint64), want.view(np.uint64))
+    # and through an entry on disk
+    log = tmp_path / "events.out.tfevents.1.x"
+    log.write_bytes(b"")
+    run = RunData(name="", format="tfevents", scalars=table, files=[SourceFile(log, 0, 0)])
+    store = Store(tmp_path / "cache")
+    store._save(store._entry_path(log), {"k": 1}, {"end": 0}, run, log)
+    header, body = store._header(store._entry_path(log))
+    got = store._load(store._entry_path(log), header, body)
+    assert got is not None and got.scalars.column("tag").to_pylist() == tags
+    assert np.array_equal(got.scalars.column("value").to_numpy().view(np.uint64), value.view(np.uint64))

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..errors import Problem, read_regular_array, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
-    SourceFile, Text, merge_parts, remember_tag_groups,
+    SourceFile, Text, merge_parts, remember_tag_groups, strings_from_codes,
 )
 from . import media
 from .protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -318,13 +318,13 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows),
     and it imports ``pyarrow.compute`` (~40 ms per process). Rows of ``fs.runs`` repeat one
     period of tags, so their bytes and offsets are tiled by doubling copies; the rows between
-    runs are gathered byte by byte (:func:`_gather_strings`).
+    runs are gathered byte by byte (:func:`sitegen.model.strings_from_codes`).
     """
     encoded = [t.encode() for t in fs.tag]
     n, runs = len(fs.step), [(r, r + c * len(t), t) for r, c, t, _, _ in fs.runs or []]
     lens = np.array([len(b) for b in encoded], np.int64)
     if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
-        return _gather_strings(encoded, lens, fs.tag_id)
+        return strings_from_codes(fs.tag, fs.tag_id)
     loose = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
     total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
     total += sum(int(lens[fs.tag_id_of(lo, hi)].sum()) for lo, hi, _ in loose)
@@ -352,21 +352,6 @@ def _tag_column(fs: FastScalars) -> pa.Array:
                 ff.fill_periodic(data[at : at + size], np.frombuffer(row, np.uint8), 0)
         at += size
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
-
-
-def _gather_strings(encoded: list[bytes], lens: np.ndarray, ids: np.ndarray) -> pa.Array:
-    """``encoded[ids]`` as a string array, built with numpy (offsets by a running sum, bytes by
-    one gather)."""
-    row_lens = lens[ids]
-    ends = np.cumsum(row_lens)
-    total = int(ends[-1]) if len(ends) else 0
-    if total >= 2**31:
-        return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array([b.decode() for b in encoded], pa.string())).cast(pa.string())
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
-    blob = np.frombuffer(b"".join(encoded), np.uint8)
-    data = blob[np.arange(total) - np.repeat(ends - row_lens - starts[ids], row_lens)] if total else np.empty(0, np.uint8)
-    offsets = np.concatenate([[0], ends]).astype(np.int32)
-    return pa.StringArray.from_buffers(len(ids), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, dec: Decoded) -> tuple[pa.Table, int]:
