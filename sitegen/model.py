@@ -81,6 +81,20 @@ def remember_tag_groups(table: pa.Table, tags: list[str], codes: np.ndarray) -> 
     _remember(table, _grouping(tags, codes))
 
 
+def _merge_groups(merged: pa.Table, tables: list[pa.Table]) -> None:
+    """The tag grouping of ``merged`` (``tables`` one after the other) from theirs, when each
+    has one: a cached file plus its new tail then needs no hashing of tag strings."""
+    known = [_groups.get(id(t)) for t in tables]
+    if not all(k is not None and k[0]() is t for k, t in zip(known, tables)):
+        return
+    names: dict[str, int] = {}
+    codes = []
+    for _, g in known:
+        ids = np.array([names.setdefault(tag, len(names)) for tag in g.tags], np.int64)
+        codes.append(ids[g.rank] if len(ids) else np.zeros(0, np.int64))
+    remember_tag_groups(merged, list(names), np.concatenate(codes))
+
+
 def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
     by_name = sorted(range(len(local)), key=local.__getitem__)
     # 16-bit ranks where they fit: numpy sorts those by radix, several times faster
@@ -246,6 +260,8 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
     tables = [p.scalars for p in parts if p.scalars.num_rows]
     if tables:
         out.scalars = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        if len(tables) > 1:
+            _merge_groups(out.scalars, tables)
     for p in parts:
         out.files += p.files
         out.images += p.images
