@@ -117,7 +117,7 @@ def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
     (steps are nearly always one), other integers as ``{"i4": ...}`` when they fit, other
     numbers as little-endian binary in base64,
     ``{"f4": ...}`` when float32 holds every value exactly (TensorBoard scalars are float32)
-    or ``exact=False`` allows rounding, else ``{"f8": ...}``. NaN and infinities travel as
+    or ``exact=False`` allows rounding, else ``{"f8d": ...}`` (:func:`_f8_split`) or ``{"f8": ...}``. NaN and infinities travel as
     themselves; the page script turns them into ``null``. Decoded by :func:`decode_numbers`
     and by ``expand`` in ``site.js``."""
     v = np.asarray(values)
@@ -139,7 +139,26 @@ def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
         if not fits and not exact:
             finite = np.isfinite(f)
             fits = bool(np.all(np.isfinite(f32[finite])))
-    return {"f4": _b64(f32)} if fits else {"f8": _b64(f.astype("<f8"))}
+    if fits:
+        return {"f4": _b64(f32)}
+    return _f8_split(f) or {"f8": _b64(f.astype("<f8"))}
+
+
+def _f8_split(f: np.ndarray) -> dict | None:
+    """Float64 values whose high 32 bits repeat in long runs (wall times: they change every
+    ~17 minutes) as ``{"f8d": [[[high, count], ...], low]}``: the high words run-length
+    encoded, the low words as wrapping int32 differences in base64. Half the size of ``f8``
+    and exact, bit for bit (NaN payloads too). None when the high words do not repeat."""
+    if len(f) < 64:
+        return None
+    bits = np.ascontiguousarray(f, dtype="<f8").view("<u8")
+    high = (bits >> np.uint64(32)).astype(np.uint32)
+    starts, counts = runs_of(high)
+    if len(starts) * 8 > len(f):
+        return None
+    low = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    steps = np.diff(low, prepend=np.uint32(0)).astype("<u4").view("<i4")  # (unsigned: wraps)
+    return {"f8d": [[[int(h), int(c)] for h, c in zip(high[starts].tolist(), counts.tolist())], _b64(steps)]}
 
 
 def decode_numbers(col: Any) -> list:
@@ -152,6 +171,12 @@ def decode_numbers(col: Any) -> list:
         return (first + np.concatenate([[0], np.cumsum(d)])).tolist()
     if "i4" in col:
         return np.frombuffer(base64.b64decode(col["i4"]), "<i4").astype(np.int64).tolist()
+    if "f8d" in col:
+        runs, low = col["f8d"]
+        high = np.repeat(np.array([h for h, _ in runs], np.uint64), [c for _, c in runs])
+        low = np.cumsum(np.frombuffer(base64.b64decode(low), "<u4").astype(np.uint64)) & np.uint64(0xFFFFFFFF)
+        a = ((high << np.uint64(32)) | low).view(np.float64)
+        return [x if math.isfinite(x) else None for x in a.tolist()]
     wide = "f8" in col
     a = np.frombuffer(base64.b64decode(col["f8" if wide else "f4"]), "<f8" if wide else "<f4").astype(np.float64)
     return [x if math.isfinite(x) else None for x in a.tolist()]

@@ -28,6 +28,7 @@
   // columns come as plain arrays or compact (sitegen.charts.numbers): run-length encoded
   // {rl: [[value, count], ...]} (labels, flags), integer progressions {ap: [first, [[delta,
   // count], ...]]} (steps), little-endian int32/float32/float64 in base64 {i4|f4|f8: ...}
+  // or float64 split in high words (run lengths) and low-word differences {f8d: [...]},
   // whose non-finite values become null (drawn from the flags instead)
   function expand(col, keepNonFinite) {
     if (Array.isArray(col) || !col) return col;
@@ -47,6 +48,21 @@
       view = new DataView(base64Bytes(col.i4).buffer);
       out = new Array(view.byteLength / 4);
       for (i = 0; i < out.length; i++) out[i] = view.getInt32(i * 4, true);
+      return out;
+    }
+    if (col.f8d) {  // float64: high words run-length encoded, low words as int32 differences
+      var low = new DataView(base64Bytes(col.f8d[1]).buffer), word = new DataView(new ArrayBuffer(8));
+      var acc = 0, k = 0;
+      out = new Array(low.byteLength / 4);
+      col.f8d[0].forEach(function (p) {
+        word.setUint32(4, p[0], true);
+        for (i = 0; i < p[1]; i++, k++) {
+          acc = (acc + low.getInt32(k * 4, true)) >>> 0;
+          word.setUint32(0, acc, true);
+          var v = word.getFloat64(0, true);
+          out[k] = keepNonFinite || isFinite(v) ? v : null;
+        }
+      });
       return out;
     }
     var wide = col.f8 !== undefined, raw = col.f8 !== undefined ? col.f8 : col.f4;

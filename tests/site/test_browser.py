@@ -110,8 +110,9 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
 
     made = [numbers(np.array([5, -3, 2**31 - 1, -(2**31) + 1, 7])), numbers(np.arange(0, 3000, 3)),
             numbers(np.array([0.5, np.nan, np.inf, -np.inf, -0.0], np.float32).astype(np.float64)),
-            numbers(np.array([0.1, np.nan, 1e300, -np.inf, -0.0])), numbers(np.array([2**40, 1, 2**40 + 5]))]
-    assert [next(iter(c)) for c in made] == ["i4", "ap", "f4", "f8", "f8"]
+            numbers(np.array([0.1, np.nan, 1e300, -np.inf, -0.0])), numbers(np.array([2**40, 1, 2**40 + 5])),
+            numbers(np.concatenate([1.7e9 + np.arange(300) * 0.37, [np.nan, -0.0, np.inf], 1.7e9 + 3000 + np.arange(100) * 0.1]))]
+    assert [next(iter(c)) for c in made] == ["i4", "ap", "f4", "f8", "f8", "f8d"]
     got = page.evaluate("cols => cols.map(c => window.sitegenExpand(c))", made)
     for col, js in zip(made, got):
         assert same(js, decode_numbers(col)), col
