@@ -45,10 +45,26 @@ _SCHEMAS = {
     "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
     "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
 }
-_SUMMARY_MAGIC = b"SGSUM02\n"  # a run summary file: magic, points, JSON length, raw columns, JSON
-#: the points columns of a run summary, in file order
+#: a run summary file: magic, points, JSON length, the columns' types, raw columns, JSON
+_SUMMARY_MAGIC = b"SGSUM03\n"
+#: the points columns of a run summary, in file order, with the types they are read back as;
+#: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
 SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
-_ROW_BYTES = sum(np.dtype(d).itemsize for _, d in SUMMARY_COLUMNS)
+_NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",)}
+_TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", "u1": b"B"}
+_CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
+_SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 16 + 8  # magic, two lengths, the columns' type codes (padded)
+
+
+def _narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
+    """``values`` as the narrowest type of column ``name`` that gives them back exactly."""
+    values = np.ascontiguousarray(values, dtype=wide)
+    for dtype in _NARROW[name][:-1]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = values.astype(dtype)
+        if np.array_equal(narrow.astype(wide).view(f"u{values.itemsize}"), values.view(f"u{values.itemsize}")):
+            return narrow
+    return values.astype(_NARROW[name][-1])
 _TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
 
 
@@ -144,20 +160,23 @@ class Store:
         if self.root is None:
             return False
         n = len(columns["line"])
-        raw = b"".join(np.ascontiguousarray(columns[name], dtype=dtype).tobytes() for name, dtype in SUMMARY_COLUMNS)
+        cols = [_narrowest(name, columns[name], dtype) for name, dtype in SUMMARY_COLUMNS]
+        codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
         try:
-            _put(self._summary_path(key), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), raw, text])
+            _put(self._summary_path(key), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), codes,
+                                           *(c.tobytes() for c in cols), text])
             return True
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
             return False
 
-    def _summary_part(self, key: str, doc: bool) -> tuple[int, bytes] | None:
-        """(points, the raw columns) or (points, the JSON document) of a summary file."""
+    def _summary_part(self, key: str, doc: bool) -> tuple[int, list[str], bytes] | None:
+        """(points, the columns' types, the raw columns) or (points, types, the JSON document)
+        of a summary file."""
         if self.root is None:
             return None
-        head = len(_SUMMARY_MAGIC) + 16
+        head = _SUMMARY_HEAD
         try:  # plain descriptors and string paths: a comparison page reads hundreds of these
             fd = os.open(f"{self.root}/runs/{key[:SHARD]}/{key}.sum", os.O_RDONLY)
         except OSError:
@@ -166,10 +185,15 @@ class Store:
             start = os.pread(fd, head, 0)
             if len(start) < head or not start.startswith(_SUMMARY_MAGIC):
                 return None
-            n, size = int.from_bytes(start[-16:-8], "little"), int.from_bytes(start[-8:], "little")
-            want, at = (size, head + n * _ROW_BYTES) if doc else (n * _ROW_BYTES, head)
+            at = len(_SUMMARY_MAGIC)
+            n, size = int.from_bytes(start[at : at + 8], "little"), int.from_bytes(start[at + 8 : at + 16], "little")
+            types = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 16, at + 16 + len(SUMMARY_COLUMNS))]
+            if None in types:
+                return None
+            row = sum(np.dtype(t).itemsize for t in types)
+            want, at = (size, head + n * row) if doc else (n * row, head)
             part = os.pread(fd, want, at)
-            return (n, part) if len(part) == want else None
+            return (n, types, part) if len(part) == want else None
         except OSError:
             return None
         finally:
@@ -179,7 +203,7 @@ class Store:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
         got = self._summary_part(key, doc=True)
         try:
-            return None if got is None else json.loads(got[1])
+            return None if got is None else json.loads(got[2])
         except ValueError:
             return None
 
@@ -188,10 +212,10 @@ class Store:
         got = self._summary_part(key, doc=False)
         if got is None:
             return None
-        n, raw = got
+        n, types, raw = got
         out, at = {}, 0
-        for name, dtype in SUMMARY_COLUMNS:
-            out[name] = np.frombuffer(raw, dtype, n, at)
+        for (name, _), dtype in zip(SUMMARY_COLUMNS, types):
+            out[name] = np.frombuffer(raw, dtype, n, at)  # narrow types as they are: they compute alike
             at += n * np.dtype(dtype).itemsize
         return out
 

@@ -172,3 +172,25 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     got = store._load(store._entry_path(log), header, body)
     assert got is not None and got.scalars.column("tag").to_pylist() == tags
     assert np.array_equal(got.scalars.column("value").to_numpy().view(np.uint64), value.view(np.uint64))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_summary_points_come_back_exactly(tmp_path, wide):
+    """Summaries keep their points in the narrowest exact types; what comes back equals what went in."""
+    rng = np.random.default_rng(11)
+    n = 5000
+    cols = {
+        "line": np.repeat(np.arange(10), n // 10).astype(np.int32),
+        "step": np.arange(n, dtype=np.int64) * (2**35 if wide else 3),
+        "wall_time": 1.7e9 + rng.random(n),
+        "value": rng.standard_normal(n) if wide else rng.standard_normal(n).astype(np.float32).astype(np.float64),
+        "levels": rng.integers(0, 32, n).astype(np.uint8),
+    }
+    cols["value"][7] = np.nan
+    store = Store(tmp_path)
+    assert store.put_summary("ab" * 32, {"doc": ["ü", 1]}, cols)
+    assert store.get_summary("ab" * 32) == {"doc": ["ü", 1]}
+    got = store.get_points("ab" * 32)
+    for name, want in cols.items():
+        assert np.array_equal(got[name].astype(want.dtype).view(f"u{want.itemsize}"), want.view(f"u{want.itemsize}")), name
+    assert (got["step"].dtype.itemsize == 8) == wide and (got["value"].dtype.itemsize == 8) == wide
