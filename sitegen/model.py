@@ -52,7 +52,7 @@ class TagGroups:
     in_place: bool  # the rows are grouped already: ``order`` is 0, 1, 2, ...
 
 
-_groups: dict[int, tuple[weakref.ref, TagGroups]] = {}  # by id(table); an entry dies with its table
+_groups: dict[int, tuple] = {}  # by id(table): (weakref, TagGroups or (tags, codes)); an entry dies with its table
 
 
 def tag_groups(table: pa.Table) -> TagGroups:
@@ -61,11 +61,15 @@ def tag_groups(table: pa.Table) -> TagGroups:
     and forgotten with it."""
     known = _groups.get(id(table))
     if known is not None and known[0]() is table:
-        return known[1]
-    enc = table.column("tag").combine_chunks()
-    if not pa.types.is_dictionary(enc.type):
-        enc = enc.dictionary_encode()
-    groups = _grouping(enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False))
+        got = known[1]
+        if isinstance(got, TagGroups):
+            return got
+        groups = _grouping(*got)  # codes a reader left (remember_tag_groups)
+    else:
+        enc = table.column("tag").combine_chunks()
+        if not pa.types.is_dictionary(enc.type):
+            enc = enc.dictionary_encode()
+        groups = _grouping(enc.dictionary.to_pylist(), enc.indices.to_numpy(zero_copy_only=False))
     _remember(table, groups)
     return groups
 
@@ -73,12 +77,11 @@ def tag_groups(table: pa.Table) -> TagGroups:
 def remember_tag_groups(table: pa.Table, tags: list[str], codes: np.ndarray) -> None:
     """Tell :func:`tag_groups` that the tag column of ``table`` is ``tags[codes]`` (distinct
     tags, each used): a reader that decoded the tags as codes spares the hashing of every row's
-    string (and the import of ``pyarrow.compute`` it needs)."""
+    string (and the import of ``pyarrow.compute`` it needs). Only kept: the grouping is made
+    when it is first asked for (``read_scalars`` never asks)."""
     if len(codes) != table.num_rows or len(set(tags)) != len(tags):
         return
-    if len(tags) and not np.bincount(codes, minlength=len(tags)).all():
-        return
-    _remember(table, _grouping(tags, codes))
+    _remember(table, (tags, codes))
 
 
 def _merge_groups(merged: pa.Table, tables: list[pa.Table]) -> None:
@@ -90,12 +93,18 @@ def _merge_groups(merged: pa.Table, tables: list[pa.Table]) -> None:
     names: dict[str, int] = {}
     codes = []
     for _, g in known:
-        ids = np.array([names.setdefault(tag, len(names)) for tag in g.tags], np.int64)
-        codes.append(ids[g.rank] if len(ids) else np.zeros(0, np.int64))
+        tags, part = (g.tags, g.rank) if isinstance(g, TagGroups) else g
+        ids = np.array([names.setdefault(tag, len(names)) for tag in tags], np.int64)
+        codes.append(ids[part] if len(ids) else np.zeros(0, np.int64))
     remember_tag_groups(merged, list(names), np.concatenate(codes))
 
 
 def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
+    if len(local) and not np.bincount(codes, minlength=len(local)).all():  # unused tags: drop them
+        used = np.flatnonzero(np.bincount(codes, minlength=len(local)))
+        remap = np.zeros(len(local), np.int64)
+        remap[used] = np.arange(len(used))
+        local, codes = [local[i] for i in used], remap[codes]
     by_name = sorted(range(len(local)), key=local.__getitem__)
     # 16-bit ranks where they fit: numpy sorts those by radix, several times faster
     rank_of = np.empty(len(local), dtype=np.int16 if len(local) < 2**15 else np.int64)
@@ -107,7 +116,7 @@ def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
     return TagGroups([local[c] for c in by_name], rank, order, bounds, in_place)
 
 
-def _remember(table: pa.Table, groups: TagGroups) -> None:
+def _remember(table: pa.Table, groups: "TagGroups | tuple[list[str], np.ndarray]") -> None:
     key = id(table)
     _groups[key] = (weakref.ref(table, lambda _, key=key: _groups.pop(key, None)), groups)
 

@@ -194,3 +194,34 @@ def test_summary_points_come_back_exactly(tmp_path, wide):
     for name, want in cols.items():
         assert np.array_equal(got[name].astype(want.dtype).view(f"u{want.itemsize}"), want.view(f"u{want.itemsize}")), name
     assert (got["step"].dtype.itemsize == 8) == wide and (got["value"].dtype.itemsize == 8) == wide
+
+
+def test_tag_groups_from_reader_codes_equal_hashed_ones():
+    """A reader's tag codes (unused tags included) and merged parts give the grouping that
+    hashing the tag strings gives."""
+    import pyarrow as pa
+
+    from sitegen import model
+    from sitegen.model import RUN_SCALARS_SCHEMA, merge_parts, remember_tag_groups, tag_groups
+
+    def table(tags):
+        n = len(tags)
+        return pa.table({"tag": tags, "step": np.arange(n), "wall_time": np.zeros(n), "value": np.zeros(n)}, schema=RUN_SCALARS_SCHEMA)
+
+    def hashed(t):
+        model._groups.pop(id(t), None)
+        return tag_groups(t)
+
+    names = ["b", "zz", "a", "unused"]
+    codes = np.array([0, 1, 0, 2, 1, 1, 0], np.int32)
+    a = table([names[c] for c in codes])
+    remember_tag_groups(a, names, codes)
+    b = table(["zz", "c", "a"])
+    tag_groups(b)
+    merged = merge_parts("", "x", [RunData(name="", format="x", scalars=a), RunData(name="", format="x", scalars=b)]).scalars
+    for t in (a, merged):
+        got = tag_groups(t)
+        want = hashed(t)
+        assert got.tags == want.tags and got.in_place == want.in_place
+        for field in ("rank", "order", "bounds"):
+            assert np.array_equal(getattr(got, field), getattr(want, field)), field
