@@ -396,10 +396,15 @@ def test_crc_block_bad_catches_any_two_or_three_identical_flips():
     a = np.frombuffer(bytes(clean), np.uint8)
     assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == []
     sets = list(itertools.combinations(range(count), 2)) + list(itertools.combinations(range(count), 3))
+    _all_flips_found(clean, stride, n, count, sets, at=7, bit=0x21)
+
+
+def _all_flips_found(clean: bytearray, stride: int, n: int, count: int, sets: list, *, at: int, bit: int) -> None:
+    """Flipping ``bit`` of payload byte ``at`` in the records of each set: exactly those are reported."""
     for idx in sets:
         buf = bytearray(clean)
         for k in idx:
-            buf[k * stride + 12 + 7] ^= 0x21
+            buf[k * stride + 12 + at] ^= bit
         a = np.frombuffer(bytes(buf), np.uint8)
         assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [k * stride for k in idx]
 
@@ -425,12 +430,7 @@ def test_crc_block_bad_any_count(count):
     assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == []
     rng = np.random.default_rng(count)
     sets = [tuple(sorted(rng.choice(count, size=min(k, count), replace=False))) for k in (1, 2, 3) for _ in range(20)]
-    for idx in sets:
-        buf = bytearray(clean)
-        for k in idx:
-            buf[k * stride + 12 + 3] ^= 0x10
-        a = np.frombuffer(bytes(buf), np.uint8)
-        assert ff.crc_block_bad(a, 0, stride, count, [(0, n)]) == [k * stride for k in idx]
+    _all_flips_found(clean, stride, n, count, sets, at=3, bit=0x10)
 
 
 def test_overwritten_ranges(tbx_plain, tbx_mixed):
