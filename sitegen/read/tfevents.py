@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..errors import Problem, read_regular_array, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
-    SourceFile, Text, merge_parts, remember_tag_groups, strings_from_codes,
+    SourceFile, TagBytes, Text, merge_parts, remember_tag_groups, strings_from_codes,
 )
 from . import media
 from .protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -318,34 +318,30 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows),
     and it imports ``pyarrow.compute`` (~40 ms per process). Rows of ``fs.runs`` repeat one
     period of tags, so their bytes and offsets are tiled by doubling copies; the rows between
-    runs are gathered byte by byte (:func:`sitegen.model.strings_from_codes`).
+    runs are gathered byte by byte (:class:`sitegen.model.TagBytes`).
     """
-    encoded = [t.encode() for t in fs.tag]
+    names = TagBytes(fs.tag)
     n, runs = len(fs.step), [(r, r + c * len(t), t) for r, c, t, _, _ in fs.runs or []]
-    lens = np.array([len(b) for b in encoded], np.int64)
+    lens = names.lens
     if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
         return strings_from_codes(fs.tag, fs.tag_id)
     loose = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
     total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
     total += sum(int(lens[fs.tag_id_of(lo, hi)].sum()) for lo, hi, _ in loose)
-    if total >= 2**31:  # int32 offsets of pa.string() would overflow: let Arrow say so
-        return pa.DictionaryArray.from_arrays(pa.array(fs.tag_id, pa.int32()), pa.array(fs.tag, pa.string())).cast(pa.string())
+    if total >= 2**31:  # int32 offsets of pa.string() would overflow: Arrow's way, which says so
+        return strings_from_codes(fs.tag, fs.tag_id)
     offsets = np.empty(n + 1, np.int32)
     offsets[0] = 0
     data = np.empty(total, np.uint8)
-    blob = np.frombuffer(b"".join(encoded), np.uint8)
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
     at = 0  # bytes written so far
     for lo, hi, tids in sorted(loose + runs, key=lambda x: x[0]):
         if tids is None:
-            ids = fs.tag_id_of(lo, hi)
-            ends = np.cumsum(lens[ids])
-            size = int(ends[-1])
+            ends, piece = names.gather(fs.tag_id_of(lo, hi))
+            size = len(piece)
             offsets[lo + 1 : hi + 1] = ends + at
-            if size:
-                data[at : at + size] = blob[np.arange(size) - np.repeat(ends - lens[ids] - starts[ids], lens[ids])]
+            data[at : at + size] = piece
         else:
-            row = b"".join(encoded[i] for i in tids)
+            row = b"".join(names.encoded[i] for i in tids)
             ff.fill_periodic(offsets[lo + 1 : hi + 1], at + np.cumsum(lens[tids]), len(row))
             size = len(row) * ((hi - lo) // len(tids))
             if size:
