@@ -105,7 +105,7 @@ def assemble_one(source: RunSource, data: RunData, subs: list[RunData], config: 
                 data.hparam_metrics.append(m)
     lines.sort(key=lambda ln: (ln.tag, ln.label))
     walls = [w for d in [data, *subs] if d.scalars.num_rows for w in _wall_range(d.scalars)]
-    walls = [w for w in walls if w is not None and np.isfinite(w)]
+    walls = [w for w in walls if np.isfinite(w)]
     last_steps = [ln.series.stats.last_step for ln in lines]
     parts = tuple(PurePosixPath(source.name).parts) if source.name != "." else (".",)
     experiment = data.meta.get("experiment")

@@ -100,8 +100,9 @@ def _merge_groups(merged: pa.Table, tables: list[pa.Table]) -> None:
 
 
 def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
-    if len(local) and not np.bincount(codes, minlength=len(local)).all():  # unused tags: drop them
-        used = np.flatnonzero(np.bincount(codes, minlength=len(local)))
+    counts = np.bincount(codes, minlength=len(local))
+    if not counts.all():  # unused tags: drop them
+        used = np.flatnonzero(counts)
         remap = np.zeros(len(local), np.int64)
         remap[used] = np.arange(len(used))
         local, codes = [local[i] for i in used], remap[codes]

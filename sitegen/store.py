@@ -164,7 +164,7 @@ class Store:
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
         try:
-            _put(self._summary_path(key), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), codes,
+            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), codes,
                                            *(c.tobytes() for c in cols), text])
             return True
         except OSError as exc:
@@ -177,8 +177,8 @@ class Store:
         if self.root is None:
             return None
         head = _SUMMARY_HEAD
-        try:  # plain descriptors and string paths: a comparison page reads hundreds of these
-            fd = os.open(f"{self.root}/runs/{key[:SHARD]}/{key}.sum", os.O_RDONLY)
+        try:  # a plain descriptor and a string path: a comparison page reads hundreds of these
+            fd = os.open(self._summary_path(key), os.O_RDONLY)
         except OSError:
             return None
         try:
@@ -219,9 +219,9 @@ class Store:
             at += n * np.dtype(dtype).itemsize
         return out
 
-    def _summary_path(self, key: str) -> Path:
+    def _summary_path(self, key: str) -> str:
         assert self.root is not None
-        return self.root / "runs" / key[:SHARD] / f"{key}.sum"
+        return f"{self.root}/runs/{key[:SHARD]}/{key}.sum"
 
     def _entry_path(self, path: Path) -> Path:
         assert self.root is not None
@@ -368,17 +368,11 @@ def _narrow(table: pa.Table) -> pa.Table:
         table = table.cast(RUN_SCALARS_SCHEMA)
     g = tag_groups(table)
     codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
-    step = table.column("step").to_numpy()
-    if len(step) and -(2**31) <= step.min() and step.max() < 2**31:
-        step = step.astype(np.int32)
-    value = table.column("value").to_numpy()
-    with np.errstate(over="ignore", invalid="ignore"):
-        narrow = value.astype(np.float32)
-    if np.array_equal(narrow.astype(np.float64).view(np.uint64), value.view(np.uint64)):
-        value = narrow
     return pa.table({
         "tag": pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(g.tags, pa.string())),
-        "step": step, "wall_time": table.column("wall_time"), "value": value,
+        "step": _narrowest("step", table.column("step").to_numpy(), "<i8"),
+        "wall_time": table.column("wall_time"),
+        "value": _narrowest("value", table.column("value").to_numpy(), "<f8"),
     })
 
 
