@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import compare, executors, manifest, publish, remote, render, stamp, summary
+from . import compare, executors, manifest, prefetch, publish, remote, render, stamp, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -374,7 +374,12 @@ def build(
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)
         slugs = [slugify(j.family[0].name) for j in job_list]
-        changed = sum(previous.get(slug) != key for slug, key in zip(slugs, keys))
+        drawn = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) != key]
+        changed = len(drawn)
+        if executor == "local":  # their log files are read from disk in the background meanwhile
+            ahead = prefetch.ReadAhead(lambda k: [str(f) for s in job_list[drawn[k]].family for f in s.files], len(drawn))
+            stack.callback(ahead.close)
+            place = {i: k for k, i in enumerate(drawn)}
         pool_size = 0
         if executor == "local" and workers > 1 and changed >= MIN_PARALLEL_RUNS:
             # started before the unchanged runs are reused, so the workers import meanwhile
@@ -415,6 +420,8 @@ def build(
             else:  # a Dask worker drew it: this process writes it
                 result = keep_run(result, stage, store, keys[i])
             results[i] = result
+            if executor == "local" and i in place:
+                ahead.done(place[i])
             if result.stored:
                 stored.add(result.run.slug)
 

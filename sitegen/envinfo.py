@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .hparams import base_tag, parse_config, text_value
-from .model import Artifact, RunData, tag_groups
+from .model import Artifact, RunData, numeric_array, tag_groups
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
         g = tag_groups(d.scalars)
         t = d.scalars.select(["step", "wall_time", "value"])
         if not g.in_place:  # numpy's gather: Arrow's take imports pyarrow.compute
-            t = pa.table({c: t.column(c).to_numpy()[g.order] for c in t.column_names}, schema=t.schema)
+            t = pa.table({c: numeric_array(t.column(c).to_numpy()[g.order], dt) for c, dt in
+                          zip(t.column_names, ("<i8", "<f8", "<f8"))}, schema=t.schema)
         glob = np.array([code_of.setdefault(name, len(code_of)) for name in g.tags], dtype=np.int32)
         tags.append(np.repeat(glob, np.diff(g.bounds)))
         series.append(np.full(t.num_rows, k, dtype=np.int32))
@@ -184,8 +185,8 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
                          "wall_time": pa.array([], pa.float64()), "value": pa.array([], pa.float64())})
     nums = pa.concat_tables(parts)
     return pa.table({
-        "series": pa.DictionaryArray.from_arrays(pa.array(np.concatenate(series)), pa.array([lb for lb, _ in items], pa.string())),
-        "tag": pa.DictionaryArray.from_arrays(pa.array(np.concatenate(tags)), pa.array(names, pa.string())),
+        "series": pa.DictionaryArray.from_arrays(numeric_array(np.concatenate(series), "<i4"), pa.array([lb for lb, _ in items], pa.string())),
+        "tag": pa.DictionaryArray.from_arrays(numeric_array(np.concatenate(tags), "<i4"), pa.array(names, pa.string())),
         "step": nums.column("step"), "wall_time": nums.column("wall_time"), "value": nums.column("value"),
     })
 

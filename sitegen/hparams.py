@@ -9,6 +9,7 @@ text): no tags, anchors or object construction, so a hostile text can only fail 
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -33,7 +34,9 @@ def is_config_tag(tag: str) -> bool:
     return bool(CONFIG_TAG.search(base_tag(tag)))
 
 
+@functools.lru_cache(maxsize=4096)
 def lower_is_better(tag: str) -> bool:
+    """(Remembered: a comparison page asks it for every line of every run, of a few tags.)"""
     return bool(LOWER_IS_BETTER.search(tag.lower()))
 
 

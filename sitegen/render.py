@@ -427,8 +427,12 @@ def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, 
         for c, v in zip(table.columns, row):
             best = c.best is not None and v == c.best
             cls = ("num" if c.numeric else "") + (" best" if best else "")
-            cells.append(f'<td data-v="{escape(sort_key(v))}" class="{cls}"' + (f' title="{best_title}"' if best else "")
-                         + f">{escape(fmt_value(v))}" + (" ★" if best else "") + "</td>")
+            if type(v) is float:  # most cells: their texts need no escaping
+                key, text = sort_key(v), fmt_value(v)
+            else:
+                key, text = escape(sort_key(v)), escape(fmt_value(v))
+            cells.append(f'<td data-v="{key}" class="{cls}"' + (f' title="{best_title}"' if best else "")
+                         + f">{text}" + (" ★" if best else "") + "</td>")
         out.append(f'<tr><td><input type="checkbox" class="diff-pick" data-r="{i}" aria-label="{pick}"></td>\n'
                    f'<td data-v="{label}"><a href="{escape(root)}runs/{escape(run.slug)}/index.html">{label}</a></td>\n'
                    + "".join(cells) + "</tr>\n")

@@ -24,7 +24,7 @@ from .errors import Problem
 from .resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
 from .model import (
     RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData,
-    SourceFile, Text, merge_parts, remember_tag_groups, strings_from_codes, tag_groups,
+    SourceFile, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes, tag_groups,
 )
 
 log = logging.getLogger(__name__)
@@ -368,11 +368,13 @@ def _narrow(table: pa.Table) -> pa.Table:
         table = table.cast(RUN_SCALARS_SCHEMA)
     g = tag_groups(table)
     codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
+    step = _narrowest("step", table.column("step").to_numpy(), "<i8")
+    value = _narrowest("value", table.column("value").to_numpy(), "<f8")
     return pa.table({
-        "tag": pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(g.tags, pa.string())),
-        "step": _narrowest("step", table.column("step").to_numpy(), "<i8"),
+        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes, codes.dtype.str), pa.array(g.tags, pa.string())),
+        "step": numeric_array(step, step.dtype.str),
         "wall_time": table.column("wall_time"),
-        "value": _narrowest("value", table.column("value").to_numpy(), "<f8"),
+        "value": numeric_array(value, value.dtype.str),
     })
 
 
@@ -386,9 +388,9 @@ def _widen(table: pa.Table) -> pa.Table:
     tags = tag.dictionary.to_pylist()
     out = pa.table({
         "tag": strings_from_codes(tags, codes),
-        "step": table.column("step").to_numpy().astype(np.int64),
-        "wall_time": table.column("wall_time").to_numpy(),
-        "value": table.column("value").to_numpy().astype(np.float64),
+        "step": numeric_array(table.column("step").to_numpy(), "<i8"),
+        "wall_time": numeric_array(table.column("wall_time").to_numpy(), "<f8"),
+        "value": numeric_array(table.column("value").to_numpy(), "<f8"),
     }, schema=RUN_SCALARS_SCHEMA)
     remember_tag_groups(out, tags, codes)
     return out

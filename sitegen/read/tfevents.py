@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..errors import Problem, read_regular_array, scalar_problems
 from ..model import (
     RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource,
-    SourceFile, TagBytes, Text, merge_parts, remember_tag_groups, strings_from_codes,
+    SourceFile, TagBytes, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes,
 )
 from . import media
 from .protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -360,9 +360,9 @@ def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, d
     fast = pa.table(
         {
             "tag": _tag_column(fs),
-            "step": pa.array(fs.step, pa.int64()),
-            "wall_time": pa.array(fs.wall_time, pa.float64()),
-            "value": pa.array(fs.value, pa.float64()),
+            "step": numeric_array(fs.step, "<i8"),
+            "wall_time": numeric_array(fs.wall_time, "<f8"),
+            "value": numeric_array(fs.value, "<f8"),
         },
         schema=RUN_SCALARS_SCHEMA,
     )
