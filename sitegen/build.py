@@ -49,7 +49,8 @@ def slugify(name: str) -> str:
 
 def read_options(config: Config, *, verify: bool = True) -> ReadOptions:
     return ReadOptions(
-        verify=verify, max_image_bytes=config.limits.max_image_bytes, max_text_chars=config.limits.max_text_chars
+        verify=verify, max_image_bytes=config.limits.max_image_bytes, max_text_chars=config.limits.max_text_chars,
+        digest=True,
     )
 
 
@@ -222,11 +223,15 @@ def page_names(files: dict[str, bytes]) -> list[str]:
 
 
 def source_digests(sources: list[SourceFile]) -> dict[str, tuple[str, int]]:
-    """SHA-256 of each log file over the bytes that were read, for the manifest: hashed here, in
+    """SHA-256 of each log file over the bytes that were read, for the manifest: taken by the
+    reader while it had the bytes (or kept with the decode cache's entry), else hashed here, in
     the worker that just read the file, instead of reading the whole archive again in the main
     process."""
     out = {}
     for f in sources:
+        if f.sha256:
+            out[str(f.path)] = (f.sha256, f.size)
+            continue
         try:
             out[str(f.path)] = manifest.sha256_file(f.path, f.size)
         except OSError:

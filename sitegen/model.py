@@ -174,6 +174,9 @@ class ReadOptions:
     max_image_bytes: int = 8 * 1024 * 1024
     max_text_chars: int = 200_000
     max_audio_bytes: int = 16 * 1024 * 1024
+    #: also take the SHA-256 of each file read (SourceFile.sha256) while its bytes are in memory:
+    #: the build's manifest needs it, and reading the file again for it cost as much as hashing
+    digest: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,11 +192,13 @@ class RunSource:
 
 @dataclass
 class SourceFile:
-    """A log file that was read, and how far: ``decoded_bytes`` ends at the last complete record."""
+    """A log file that was read, and how far: ``decoded_bytes`` ends at the last complete record;
+    ``sha256``: of its first ``size`` bytes, when the reader took it (``ReadOptions.digest``)."""
 
     path: Path
     size: int
     decoded_bytes: int
+    sha256: str = ""
 
 
 @dataclass

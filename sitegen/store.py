@@ -316,7 +316,7 @@ class Store:
                     run.scalars = _widen(table)
                 else:
                     setattr(run, kind, _from_table(kind, table))
-            run.files = [SourceFile(Path(f["path"]), f["size"], f["decoded_bytes"]) for f in header["files"]]
+            run.files = [SourceFile(Path(f["path"]), f["size"], f["decoded_bytes"], f.get("sha256", "")) for f in header["files"]]
             run.hparams = header["hparams"]
             run.hparam_metrics = header["hparam_metrics"]
             run.meta = header["meta"]
@@ -342,7 +342,7 @@ class Store:
                 at += len(blob)
             header = {
                 "key": key, "state": state, "format": run.format, "tables": spans, "probe": self._probe(path, state["end"]),
-                "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes} for f in run.files],
+                "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes, "sha256": f.sha256} for f in run.files],
                 "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
                 "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
             }

@@ -77,6 +77,28 @@ def test_grown_file_decodes_only_its_tail(tmp_path: Path, cut: float):
     _same(grown, tfevents.decode_file(src, ReadOptions())[0])
 
 
+def test_file_digests_come_with_the_read_and_the_cache(tmp_path: Path):
+    """``ReadOptions(digest=True)``: the SHA-256 of exactly the bytes read, from a fresh decode,
+    from the cache (the file is not read again) and after a grown tail; off by default."""
+    import hashlib
+
+    full = _biggest_event_file().read_bytes()
+    src = tmp_path / "events.out.tfevents.1.host"
+    src.write_bytes(full[: len(full) // 2])
+    opts = ReadOptions(digest=True)
+    assert tfevents.decode_file(src, ReadOptions())[0].files[0].sha256 == ""
+    store, dec = Store(tmp_path / "cache"), Counting()
+    first = store.read_file(src, opts, dec)
+    assert first.files[0].sha256 == hashlib.sha256(full[: len(full) // 2]).hexdigest()
+    assert store.read_file(src, opts, dec).files[0].sha256 == first.files[0].sha256 and dec.starts == [0]
+    with src.open("ab") as f:
+        f.write(full[len(full) // 2 :])
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 1_000_000))
+    grown = store.read_file(src, opts, dec)
+    assert dec.starts[1] > 0  # only the tail was decoded, yet the digest covers the whole file
+    assert (grown.files[0].sha256, grown.files[0].size) == (hashlib.sha256(full).hexdigest(), len(full))
+
+
 @pytest.mark.parametrize("where", ["head", "before-end"])
 def test_replaced_file_is_decoded_again(tmp_path: Path, where: str):
     full = _biggest_event_file().read_bytes()

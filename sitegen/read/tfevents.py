@@ -6,6 +6,7 @@ Plain and per record, so it can serve as the oracle for the vectorized path. Eac
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import struct
 from dataclasses import dataclass, field
@@ -402,7 +403,7 @@ def decode_file(
     run.scalars = table
     run.problems += scalar_problems(table, spath)
     run.problems.sort(key=lambda p: (p.offset is None, p.offset or 0))
-    run.files.append(SourceFile(path, len(data), end))
+    run.files.append(SourceFile(path, len(data), end, hashlib.sha256(data).hexdigest() if options.digest else ""))
     return run, {"end": end, "plugins": dec.plugins}
 
 
