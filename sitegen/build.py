@@ -391,6 +391,9 @@ def build(
             pool = stack.enter_context(executors.local_pool(workers))
             executors.warm(pool, workers)
             pool_size = workers
+            # this process draws the index and some comparison pages at the end: it loads their
+            # templates (and imports jinja2) now, while the workers start, instead of then
+            render.load_templates(config.language)
         # unchanged runs: their files linked from the live build (in the background), their
         # summaries from the store meanwhile
         same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]

@@ -44,14 +44,21 @@ def js_data(name: str, obj: Any) -> bytes:
     return f"window.{name}={json_text(obj)};\n".encode("utf-8")
 
 
-def page_data(obj: Any) -> Markup:
-    """``obj`` as the page's data block (``<script type="application/json" id="sitegen-page">``,
-    read by ``site.js``): in the page itself, so a run page is one file and not two (creating
-    files is a large part of a build's cost), and still readable over ``file://``; a strict
-    CSP does not apply to data blocks, which are never run."""
+def render_page(template: jinja2.Template, data_json: str, **context: Any) -> bytes:
+    """The page's bytes, with ``data_json`` (:func:`json_text`) as its data block (``<script
+    type="application/json" id="sitegen-page">``, read by ``site.js``): in the page itself, so a
+    run page is one file and not two (creating files is a large part of a build's cost), and
+    still readable over ``file://``; a strict CSP does not apply to data blocks, which are never
+    run. The data is most of a page's bytes: it joins the rendered HTML only as UTF-8, so it is
+    never copied into the template's output nor widened with it (the text of the pages holds
+    characters past Latin-1, which made every character of a 1 MB comparison page take 2-4
+    bytes in memory before it was encoded)."""
     from markupsafe import Markup
 
-    return Markup(json_text(obj))
+    mark = f"sitegen-data-{secrets.token_hex(8)}"  # not guessable: no log string can forge it
+    head, found, tail = template.render(**context, page_json=Markup(mark)).partition(mark)
+    assert found and mark not in tail, "the page template must place page_json once"
+    return b"".join((head.encode("utf-8"), data_json.encode("utf-8"), tail.encode("utf-8")))
 
 
 def json_text(obj: Any) -> str:
@@ -265,7 +272,7 @@ def load_templates(language: str = "en") -> None:
     """Load the page templates now (their compiled code comes from the machine cache): a worker
     does it while it waits for its first run."""
     env = _page_context(language)[0]
-    for name in ("run.html", "compare.html"):
+    for name in ("run.html", "compare.html", "index.html"):
         env.get_template(name)
 
 
@@ -374,8 +381,6 @@ def _hp(v: HParamValue) -> Any:
 
 
 def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[str, bytes]:
-    from markupsafe import Markup
-
     prefix = f"compare/{group.slug}/"
     labels = compare.labels(group)
     first = max(0, len(group.runs) - compare.MAX_TABLE_ROWS)  # the table lists the newest runs
@@ -389,16 +394,16 @@ def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[
     overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points)
     # the page's data, {"kind": "compare", **overlay, **rest}, from the two halves (``rest`` is
     # encoded once: for 500 runs that is a third of the data)
-    data_json = Markup(json_text({"kind": "compare", **overlay})[:-1] + "," + rest_json[1:])
+    data_json = json_text({"kind": "compare", **overlay})[:-1] + "," + rest_json[1:]
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
     t = env.globals["t"]
-    page = env.get_template("compare.html").render(
+    page = render_page(
+        env.get_template("compare.html"), data_json,
         **common, root="../../", assets=assets.urls, group=group, labels=labels[first:], overlay=overlay, table=table,
         table_runs=table_runs, hcharts=hcharts, crumbs=crumbs, metrics=metrics,
         run_items=_run_items(overlay), table_body=_table_body(table, table_runs, labels[first:], "../../", t),
-        page_json=data_json,
     )
-    return {prefix + "index.html": page.encode("utf-8")}
+    return {prefix + "index.html": page}
 
 
 # The two loops of a comparison page with hundreds of runs, written here rather than in the

@@ -16,7 +16,7 @@ from .config import Config
 from .errors import Problem
 from .hparams import is_config_tag
 from .model import HParamValue, SiteRun
-from .render import RESOURCE_PREFIXES, Assets, LazyMarkdown, fmt_value, js_data, page_data
+from .render import RESOURCE_PREFIXES, Assets, LazyMarkdown, fmt_value, js_data, json_text, render_page
 
 log = logging.getLogger(__name__)
 RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
@@ -160,15 +160,15 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: d
     compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1])))
                 for i in range(len(run.parts) - 1)]
     compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
-    page = env.get_template("run.html").render(
+    files[prefix + "index.html"] = render_page(
+        env.get_template("run.html"), json_text(chart_page),
         **common, root="../../", assets=assets.urls, run=run, groups=ordered, hist_charts=hist_charts,
         curve_charts=curve_charts, images=image_list, audio=sorted(audio.items()),
         texts=sorted((k, v) for k, v in texts.items()), metric_values=metric_values, problems=run_problems,
         files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
         config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
         notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=downloads,
-        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS, page_json=page_data(chart_page),
+        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
     )
-    files[prefix + "index.html"] = page.encode("utf-8")
     return files
 
