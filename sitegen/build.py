@@ -399,6 +399,7 @@ def build(
         same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]
         own = {i: list(stage.old_under(f"runs/{slugs[i]}/")) for i in same}
         wait_links = stage.link_many([rel for i in same for rel in own[i]])
+        store.read_ahead([keys[i] for i in same])
         reused = {i: _reuse(store, keys[i]) for i in same}
         missing = wait_links()
         for i, got in reused.items():

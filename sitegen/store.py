@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .errors import Problem
+from .prefetch import advise
 from .resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
 from .model import (
     RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData,
@@ -198,6 +199,14 @@ class Store:
             return None
         finally:
             os.close(fd)
+
+    def read_ahead(self, keys: list[str]) -> None:
+        """Ask the kernel to read these runs' summaries now, all at once: a nightly rebuild
+        reuses hundreds that left the page cache since the night before, and read one after
+        another from a cloud disk, 500 took 4 s (see :mod:`sitegen.prefetch`)."""
+        if self.root is not None:
+            for key in keys:
+                advise(self._summary_path(key))
 
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
