@@ -10,6 +10,7 @@ done, so a large archive does not push its own first files out of memory before 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from typing import Callable
 
@@ -18,15 +19,19 @@ WINDOW_BYTES = 256 << 20
 
 
 def advise(path: str) -> int:
-    """Ask the kernel to start reading ``path`` (whole); its size, 0 if it cannot be opened."""
+    """Ask the kernel to start reading ``path`` (whole); its size, 0 if it cannot be opened or
+    is not a regular file (opened without blocking: a log file swapped for a FIFO since the
+    scan must not hang the build)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return 0
     try:
-        size = os.fstat(fd).st_size
-        os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
-        return size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return 0
+        os.posix_fadvise(fd, 0, st.st_size, os.POSIX_FADV_WILLNEED)
+        return st.st_size
     except OSError:
         return 0
     finally:

@@ -72,6 +72,16 @@ def test_a_large_job_is_announced_alone_and_missing_files_are_skipped(tmp_path):
     assert prefetch.advise(paths[0]) == 5000
 
 
+def test_a_fifo_is_skipped_without_blocking(tmp_path):
+    fifo = tmp_path / "events.out.tfevents.1.fifo"
+    os.mkfifo(fifo)  # no writer: a blocking open would never return
+    done = []
+    t = threading.Thread(target=lambda: done.append(prefetch.advise(str(fifo))), daemon=True)
+    t.start()
+    t.join(5)
+    assert done == [0]
+
+
 def test_close_stops_a_waiting_thread(tmp_path):
     paths = _files(tmp_path, [1000] * 4)
     ahead = prefetch.ReadAhead(lambda k: [paths[k]], 4, window=10)
