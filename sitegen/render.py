@@ -432,7 +432,9 @@ def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, 
         for c, v in zip(table.columns, row):
             best = c.best is not None and v == c.best
             cls = ("num" if c.numeric else "") + (" best" if best else "")
-            if type(v) is float:  # most cells: their texts need no escaping
+            if type(v) is float and math.isfinite(v):  # most cells: sort_key and fmt_value, inlined
+                key, text = repr(v), f"{v:.6g}"
+            elif type(v) is float:  # NaN, inf: their texts need no escaping either
                 key, text = sort_key(v), fmt_value(v)
             else:
                 key, text = escape(sort_key(v)), escape(fmt_value(v))
