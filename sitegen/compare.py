@@ -211,18 +211,19 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
     if line_tag:
         names = sorted(set(line_tag), key=str)
         rank = {t: k for k, t in enumerate(names)}
-        order = np.argsort(np.array([rank[t] for t in line_tag], np.int64), kind="stable")  # by tag, run order kept
+        codes = np.array([rank[t] for t in line_tag], np.int64)
+        order = np.argsort(codes, kind="stable")  # by tag, run order kept
         n = np.array(line_n, np.int64)[order]
         first = np.array(line_at, np.int64)[order]
         ends = np.cumsum(n)
-        idx = np.repeat(first - (ends - n), n) + np.arange(int(ends[-1]) if len(ends) else 0)
+        idx = np.repeat(first - (ends - n), n) + np.arange(int(ends[-1]))  # each line's points, in that order
         x = np.concatenate(steps).astype(np.int64)[idx]
         # seconds since the run's start: float32 is plenty for a time axis; NaN wall times
         # (CSV without a time column) have no place on time axes
         t = np.concatenate(rels).astype(np.float64)[idx]
         y = np.concatenate(values).astype(np.float64)[idx]
         bounds = np.concatenate([[0], ends]).tolist()
-        counts = np.bincount([rank[t] for t in line_tag], minlength=len(names)).tolist()
+        counts = np.bincount(codes, minlength=len(names)).tolist()
         lo = k0 = 0
         for tag, c in zip(names, counts):
             hi, k1 = bounds[k0 + c], k0 + c
