@@ -102,6 +102,9 @@ def _build(args: argparse.Namespace) -> int:
         if same is not None:
             publish.tidy(args.out, args.keep)
             return _built(args, same.runs, same.files, args.out, same.problems)
+    from .prefetch import libraries
+
+    libraries()  # a build follows: its libraries are read from disk while Python imports
     from .build import build
 
     progress = _Progress(enabled=not args.quiet)
