@@ -381,8 +381,8 @@ def build(
         slugs = [slugify(j.family[0].name) for j in job_list]
         drawn = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) != key]
         changed = len(drawn)
-        if executor == "local":  # their log files are read from disk in the background meanwhile
-            ahead = prefetch.ReadAhead(lambda k: [str(f) for s in job_list[drawn[k]].family for f in s.files], len(drawn))
+        if executor == "local":  # their log files (and cache entries) are read from disk in the background meanwhile
+            ahead = prefetch.ReadAhead(lambda k: _inputs(job_list[drawn[k]], store), len(drawn))
             stack.callback(ahead.close)
             place = {i: k for k, i in enumerate(drawn)}
         pool_size = 0
@@ -550,6 +550,12 @@ def _previous_runs(previous: Path | None) -> dict[str, str]:
         return {k: v for k, v in runs.items() if isinstance(k, str) and isinstance(v, str)}
     except (OSError, ValueError, AttributeError):
         return {}
+
+
+def _inputs(job: Job, store: Store) -> list[str]:
+    """The files drawing ``job`` reads: its log files and their decode cache entries."""
+    logs = [f for s in job.family for f in s.files]
+    return [str(f) for f in logs] + [e for e in map(store.entry_file, logs) if e is not None]
 
 
 def _reuse(store: Store, key: str) -> tuple[RunResult, list[str]] | None:

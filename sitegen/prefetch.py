@@ -67,7 +67,10 @@ class ReadAhead:
                     return
                 if i < self._next:  # drawn already: nothing left to read ahead for it
                     continue
-            size = sum(advise(p) for p in self._files(i))
+            try:
+                size = sum(advise(p) for p in self._files(i))
+            except (OSError, RuntimeError, ValueError):  # e.g. a symlink loop: the read will report it
+                size = 0
             with self._cond:
                 if i >= self._next:
                     self._sizes[i] = size

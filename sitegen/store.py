@@ -200,6 +200,11 @@ class Store:
         finally:
             os.close(fd)
 
+    def entry_file(self, path: Path) -> str | None:
+        """Where the cache keeps what ``path`` decoded to (None: caching off), e.g. to read it
+        ahead (it may not exist)."""
+        return None if self.root is None else str(self._entry_path(path))
+
     def read_ahead(self, keys: list[str]) -> None:
         """Ask the kernel to read these runs' summaries now, all at once: a nightly rebuild
         reuses hundreds that left the page cache since the night before, and read one after

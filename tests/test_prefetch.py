@@ -72,6 +72,22 @@ def test_a_large_job_is_announced_alone_and_missing_files_are_skipped(tmp_path):
     assert prefetch.advise(paths[0]) == 5000
 
 
+def test_a_job_whose_files_cannot_be_named_is_skipped(tmp_path):
+    paths = _files(tmp_path, [10, 10])
+    asked: list[int] = []
+
+    def files(k: int) -> list[str]:
+        asked.append(k)
+        if k == 0:
+            raise RuntimeError("symlink loop")
+        return [paths[k]]
+
+    ahead = prefetch.ReadAhead(files, 2)
+    _asked_until(asked, 2)
+    ahead.close()
+    assert asked == [0, 1]
+
+
 def test_a_fifo_is_skipped_without_blocking(tmp_path):
     fifo = tmp_path / "events.out.tfevents.1.fifo"
     os.mkfifo(fifo)  # no writer: a blocking open would never return
