@@ -40,10 +40,10 @@ _ARROW_OF = {np.dtype("<i8"): pa.int64(), np.dtype("<i4"): pa.int32(), np.dtype(
              np.dtype("<f8"): pa.float64(), np.dtype("<f4"): pa.float32()}
 
 
-def numeric_array(values: np.ndarray, dtype: str) -> pa.Array:
-    """A numpy column as an Arrow array of ``dtype`` (``"<i8"``, ``"<f8"``, ...), sharing its
-    memory when it already has that type. Not ``pa.array``: its first call with a numpy array
-    imports ``numpy.ma`` (12 ms per process, a tenth of redrawing a run)."""
+def numeric_array(values: np.ndarray, dtype: str | None = None) -> pa.Array:
+    """A numpy column as an Arrow array of ``dtype`` (``"<i8"``, ``"<f8"``, ...; None: its own),
+    sharing its memory when it already has that type. Not ``pa.array``: its first call with a
+    numpy array imports ``numpy.ma`` (12 ms per process, a tenth of redrawing a run)."""
     a = np.ascontiguousarray(values, dtype=dtype)
     return pa.Array.from_buffers(_ARROW_OF[a.dtype], len(a), [None, pa.py_buffer(a)])
 

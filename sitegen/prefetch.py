@@ -1,11 +1,15 @@
-"""Reading ahead: the kernel is told which log files the workers will read next.
+"""Reading ahead: the kernel is told which files the build will read next.
 
 A nightly build reads an archive that has left the page cache since the night before. Read one
 file after another, a cloud disk answers at the pace of its latency: on our CI machine 482 MB of
 event files took 24 s to read cold, and 0.9 s when every file had first been announced with
-``posix_fadvise(WILLNEED)``, which lets the disk serve many requests at once. The files are
-announced in the order the runs are drawn, at most ``window`` bytes beyond the runs already
-done, so a large archive does not push its own first files out of memory before they are read.
+``posix_fadvise(WILLNEED)``, which lets the disk serve many requests at once.
+
+* :class:`ReadAhead`: the log files (and decode cache entries) of the runs to draw, in the order
+  they are drawn, at most ``window`` bytes beyond the runs already done, so a large archive does
+  not push its own first files out of memory before they are read;
+* :func:`advise`: one file (the store announces the summaries of the runs a rebuild reuses);
+* :func:`libraries`: the compiled libraries of numpy and pyarrow, before they are imported.
 """
 from __future__ import annotations
 

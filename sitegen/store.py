@@ -382,13 +382,11 @@ def _narrow(table: pa.Table) -> pa.Table:
         table = table.cast(RUN_SCALARS_SCHEMA)
     g = tag_groups(table)
     codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
-    step = _narrowest("step", table.column("step").to_numpy(), "<i8")
-    value = _narrowest("value", table.column("value").to_numpy(), "<f8")
     return pa.table({
-        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes, codes.dtype.str), pa.array(g.tags, pa.string())),
-        "step": numeric_array(step, step.dtype.str),
+        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes), pa.array(g.tags, pa.string())),
+        "step": numeric_array(_narrowest("step", table.column("step").to_numpy(), "<i8")),
         "wall_time": table.column("wall_time"),
-        "value": numeric_array(value, value.dtype.str),
+        "value": numeric_array(_narrowest("value", table.column("value").to_numpy(), "<f8")),
     })
 
 
