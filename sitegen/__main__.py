@@ -1,6 +1,4 @@
 """``python -m sitegen``."""
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

@@ -179,10 +179,9 @@ def test_the_command_line_never_imports_pandas(tmp_path, cache_dir):
     probe.write_text(
         "import runpy, sys\n"
         "sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
-        "try:\n"
-        "    runpy.run_module('sitegen', run_name='__main__')\n"
-        "except SystemExit as e:\n"
-        "    assert e.code == 0, e.code\n"
+        "runpy.run_module('sitegen.cli')\n"  # what `python -m sitegen` runs, but main() returns
+        "from sitegen.cli import main\n"
+        "assert main() == 0\n"
         "print('pandas' in sys.modules)\n")
     import pandas  # noqa: F401  - installed (mlflow needs it): the test means something
 
@@ -190,3 +189,29 @@ def test_the_command_line_never_imports_pandas(tmp_path, cache_dir):
                        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
+    """``run`` leaves without tearing the interpreter down (os._exit) once ``main`` is done, but
+    after the exit functions: with worker processes, skipping them left multiprocessing's
+    semaphores to its resource tracker, which warned about them on stderr."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import atexit, sys\n"
+        "import sitegen.build\n"
+        "from sitegen.cli import run\n"
+        "if __name__ == '__main__':\n"  # (the spawned workers import this file too)
+        "    sitegen.build.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
+        "    sitegen.build.MIN_PARALLEL_RUNS = 1\n"
+        "    atexit.register(print, 'exit functions ran')\n"
+        "    sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
+        "    run()\n"
+        "    print('not reached')\n")
+    r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "exit functions ran\n", "")
+    assert (tmp_path / "site" / "index.html").is_file()
+    r = run_sitegen("build", tmp_path / "nope", "--out", tmp_path / "other")  # exit codes as main returns them
+    assert r.returncode == 2 and "no such archive" in r.stderr
+    r = run_sitegen("--version")
+    assert r.returncode == 0 and r.stdout.strip()

@@ -102,6 +102,25 @@ def test_vega_bundle_is_vendored_wrapped_and_precompressed(example_site: Path):
     assert gzip.decompress(bundles[0].with_name(bundles[0].name + ".gz").read_bytes()) == data
 
 
+
+def test_a_kept_vega_bundle_is_used_without_importing_vl_convert(tmp_path: Path):
+    """Importing vl-convert (an 80 MB library) cost every build process 80 ms: once the bundle
+    is kept, it is read back by a name that follows the installed vl-convert, not imported."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\nfrom sitegen import render\nfrom sitegen.store import Store\n"
+            "data = render.assets('en', Store(Path(sys.argv[1]))).files\n"
+            "print('vl_convert' in sys.modules, sorted(n for n in data if n.startswith('assets/vega-')))\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "home-cache")}  # not the machine's cache
+    runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], capture_output=True, text=True,
+                           env=env, timeout=300) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    (made, first), (kept, second) = [r.stdout.split(" ", 1) for r in runs]
+    assert (made, kept) == ("True", "False")  # made once (with vl-convert), then only read
+    assert first == second and "vega-" in first  # the same bundle, byte for byte (its name is its hash)
+
 def test_two_builds_are_byte_identical(example_site: Path, tmp_path: Path):
     from sitegen.build import build
     from sitegen.config import Config
