@@ -564,8 +564,12 @@ def _reuse(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
     doc = store.get_summary(key)
     if doc is None:
         return None
-    run, hp, pages, problems, sources = summary.from_doc(doc)
-    digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
+    try:
+        run, hp, pages, problems, sources = summary.from_doc(doc)
+        digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
+        log.info("run summary %s unusable; drawing the run again", key)
+        return None
     return RunResult(run, hp, {}, problems, sources, digests, stored=True), pages
 
 

@@ -58,30 +58,35 @@ def scan(
     def onerror(exc: OSError) -> None:
         problems.append(Problem(str(exc.filename), None, "unreadable", f"cannot list: {exc.strerror}"))
 
+    stores = [r for r in READERS.values() if hasattr(r, "is_store")]
+    # plain strings until a run is found: the scan visits every folder of the archive, and
+    # pathlib cost it more than the system calls
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
-        directory = Path(dirpath)
         try:
-            st = directory.stat()
+            st = os.stat(dirpath)
         except OSError as exc:
             onerror(exc)
             dirnames[:] = []
             continue
         if (st.st_dev, st.st_ino) in seen:
-            problems.append(Problem(str(directory), None, "symlink-loop", "directory already visited (symlink loop); skipped"))
+            problems.append(Problem(dirpath, None, "symlink-loop", "directory already visited (symlink loop); skipped"))
             dirnames[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        regular = _report_odd_entries(directory, filenames, dirnames, patterns, problems)
-        store = next((r for r in READERS.values() if hasattr(r, "is_store") and r.is_store(directory, dirnames)), None)
+        regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems)
+        store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
         if store is not None:
-            found.extend(store.discover(directory, archive))
+            found.extend(store.discover(Path(dirpath), archive))
             dirnames[:] = []
+            continue
+        if not regular:
             continue
         for reader in READERS.values():
             args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
             files = sorted(f for f in filenames if f in regular and reader.claims(f, *args))
             if files:
+                directory = Path(dirpath)
                 found.append(
                     RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))
                 )
@@ -98,7 +103,7 @@ def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
 
 
 def _report_odd_entries(
-    directory: Path, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
+    directory: str, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
 ) -> set[str]:
     """Entries named like log files that are not regular files (a directory, FIFO, socket or
     device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
@@ -108,23 +113,23 @@ def _report_odd_entries(
     for name in sorted(filenames) + list(dirnames):
         if not _claimed(name, patterns):
             continue
-        path = directory / name
+        path = os.path.join(directory, name)
         try:
-            st = path.stat()
+            st = os.stat(path)
         except OSError as exc:
             if name.startswith("."):
                 continue
-            if path.is_symlink():
+            if os.path.islink(path):
                 kind, what = ("symlink-loop", "symlink loop") if exc.errno == errno.ELOOP else ("unreadable", "dangling symlink")
             else:
                 kind, what = "unreadable", f"cannot stat: {exc.strerror or exc}"
-            problems.append(Problem(str(path), None, kind, f"named like a log file but {what}; skipped"))
+            problems.append(Problem(path, None, kind, f"named like a log file but {what}; skipped"))
             continue
         if stat.S_ISREG(st.st_mode):
             regular.add(name)
         elif not name.startswith("."):
             what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
-            problems.append(Problem(str(path), None, "not-a-file", f"named like a log file but {what}; skipped"))
+            problems.append(Problem(path, None, "not-a-file", f"named like a log file but {what}; skipped"))
     return regular
 
 

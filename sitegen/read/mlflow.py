@@ -364,9 +364,9 @@ def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | No
     return meta
 
 
-def _peek_meta(path: Path) -> dict[str, str | None]:
+def _peek_meta(path: Path | str) -> dict[str, str | None]:
     try:
-        if not path.is_file():  # a FIFO named meta.yaml would block the open
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO named meta.yaml would block the open
             return {}
         with open(path, "rb") as f:
             data = f.read(1 << 20)
@@ -414,16 +414,16 @@ def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
     """A folder named ``mlruns``, or one holding an experiment folder (meta.yaml with
     ``experiment_id`` and ``artifact_location``). ``subdirs``: the names of its folders, when
     the caller (the archive scan) has listed them already."""
-    directory = Path(directory)
-    if subdirs is None and not directory.is_dir():
+    if subdirs is None and not Path(directory).is_dir():
         return False
-    if directory.name == "mlruns":
+    top = os.fspath(directory)  # plain strings: the scan asks this of every folder of the archive
+    if os.path.basename(top.rstrip(os.sep)) == "mlruns":
         return True
-    names = [p.name for p in _subdirs(directory)] if subdirs is None else sorted(subdirs)
+    names = [p.name for p in _subdirs(Path(directory))] if subdirs is None else sorted(subdirs)
     for name in names:
         if name in RESERVED_ROOT_FOLDERS:
             continue
-        meta = _peek_meta(directory / name / META)
+        meta = _peek_meta(os.path.join(top, name, META))
         if "experiment_id" in meta and "artifact_location" in meta:
             return True
     return False

@@ -107,3 +107,22 @@ def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path
     after = _files(out)
     pages = [rel for rel in before if rel.startswith("runs/")]
     assert pages and all(after[rel] == before[rel] for rel in pages)  # the same files, linked
+
+
+def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: Path):
+    """A kept summary that parses but is not a summary (a damaged or foreign cache) is drawn
+    again, never the end of the build; the site is the same as from a sound cache."""
+    from sitegen.store import Store
+
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, config=Config(), cache=cache)
+    pages = {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")}
+    store, sums = Store(cache), sorted((cache / "runs").rglob("*.sum"))
+    assert len(sums) == 3
+    for victim, bad in zip(sums, ({"run": []}, {"lines": [1]}, [])):
+        doc, points = store.get_summary(victim.stem), store.get_points(victim.stem)
+        doc.update(bad) if isinstance(bad, dict) else None
+        store.put_summary(victim.stem, doc if isinstance(bad, dict) else {}, points)  # JSON, wrong shape
+    again = build(archive, out, config=Config(), cache=cache, source_date_epoch=1)  # reuses every run
+    assert again.runs == 3 and manifest.verify(out) == []
+    assert {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")} == pages
