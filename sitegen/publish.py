@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from . import placement
 from .errors import SitegenError, UsageError
 
 log = logging.getLogger(__name__)
@@ -365,6 +366,7 @@ class Staging(Writer):
         self.out, self.keep = out, keep
         self.folder = builds_dir(out)
         self.folder.mkdir(exist_ok=True)
+        placement.spread_below(self.folder)  # each build starts its own block group (see placement)
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         root.mkdir()
         previous = live_build(out)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .errors import Problem
+from . import placement
 from .prefetch import advise
 from .resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
 from .model import (
@@ -165,6 +166,7 @@ class Store:
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
         try:
+            self._ready()
             _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), codes,
                                            *(c.tobytes() for c in cols), text])
             return True
@@ -232,6 +234,14 @@ class Store:
             out[name] = np.frombuffer(raw, dtype, n, at)  # narrow types as they are: they compute alike
             at += n * np.dtype(dtype).itemsize
         return out
+
+    def _ready(self) -> None:
+        """The cache folder exists, marked so that the folders made in it start block groups of
+        their own (:mod:`sitegen.placement`): once per process."""
+        assert self.root is not None
+        if self.root not in _made_dirs:
+            _make_dir(self.root)
+            placement.spread_below(self.root)
 
     def _summary_path(self, key: str) -> str:
         assert self.root is not None
@@ -361,6 +371,7 @@ class Store:
                 "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
             }
             text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
+            self._ready()
             _put(entry, [_ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()])
         except OSError as exc:
             log.warning("cannot write the cache entry for %s: %s", path, exc)
