@@ -363,9 +363,40 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
     ]
     page = env.get_template("index.html").render(
         **common, root="", assets=assets.urls, rows=rows, total=len(runs), depth=depth, metrics=metrics,
+        row_html=_index_rows(rows, metrics, varying, data["groups"], env.globals["t"]),
         hparam_names=varying, problems=problems, groups=[g for g in groups], group_links=data["groups"], page_rows=PAGE_ROWS,
     )
     return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
+
+
+def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], group_links: dict[str, str],
+                t: Callable) -> Markup:
+    """The index table's server-rendered rows (written here rather than in the template: Jinja
+    spent 40 ms a build on 200 of them)."""
+    from markupsafe import Markup, escape
+
+    best_title = escape(t("index.best_run"))
+    out = []
+    for row in rows:
+        r = row["run"]
+        cells = ["<tr>\n"]
+        for k, g in enumerate(row["groups"]):
+            href = group_links.get("/".join(r.parts[: k + 1])) if g else None
+            cells.append(f'<td><a href="{escape(href)}">{escape(g)}</a></td>' if href else f"<td>{escape(g)}</td>")
+        dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
+        cells.append(f'<td><a href="runs/{escape(r.slug)}/index.html">{escape(r.title if r.title != r.name else row["leaf"])}</a></td>\n'
+                     f"<td>{escape(fmt_time(r.start_time))}</td>\n<td>{escape(fmt_duration(dur))}</td>\n"
+                     f"<td>{escape(r.last_step if r.last_step is not None else '')}</td>\n")
+        for m in metrics:
+            value = escape(fmt_value(row["metrics"].get(m)))
+            if m in row["best"]:
+                cells.append(f'<td class="num best" title="{best_title}">{value} ★</td>')
+            else:
+                cells.append(f'<td class="num">{value}</td>')
+        cells.extend(f"<td>{escape(fmt_value(row['hparams'].get(h)))}</td>" for h in hparam_names)
+        cells.append("</tr>\n")
+        out.append("".join(cells))
+    return Markup("".join(out))
 
 
 def _num(v: Any) -> Any:
