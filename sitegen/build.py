@@ -458,6 +458,8 @@ def build(
         n_workers = workers if len(todo) >= MIN_PARALLEL_RUNS or executor != "local" else 1
         results_iter = run_all([dispatch(i) for i in todo], workers=n_workers, executor=executor, scheduler=scheduler,
                                pool=pool)
+        # comparison pages drawn while the workers draw runs (see EarlyGroups)
+        keys_of: dict[str, str] = {}  # slug -> input key, of the runs arrived so far
         group_keys: dict[str, str] = {}  # "compare/<slug>" -> the group's input key
 
         def group_key(g: compare.Group) -> str:
@@ -479,7 +481,6 @@ def build(
                 stage.write(rel, files[rel])
             return g
 
-        keys_of: dict[str, str] = {}
         early = EarlyGroups(draw_now) if pool is not None else None
         frontier = 0  # every run before it has arrived
         for i, result in zip(todo, results_iter):
