@@ -257,7 +257,7 @@ def run() -> None:
 
     By then every file is written and closed, and every worker and thread has been joined;
     what is left is the interpreter tearing down numpy, pyarrow and every object of the build
-    one by one, which cost a rebuild of 500 runs ~50 ms for nothing. The exit functions still
+    one by one (30-40 ms for a process that has only imported them, more after a build). The exit functions still
     run (multiprocessing's clean-up, logging's flush). ``main`` itself returns, for callers in
     Python."""
     try:
