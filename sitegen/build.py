@@ -466,15 +466,22 @@ def build(
             key = group_keys["compare/" + g.slug] = summary.group_key(g.slug, [keys_of[r.slug] for r in g.runs], config)
             return key
 
+        def reused(g: compare.Group, key: str) -> bool:
+            """Whether the group's page is linked from the live build (its inputs did not change);
+            else any copy of it in this build is taken back, to be drawn."""
+            rels = [f"compare/{g.slug}/index.html"]
+            stage.unlink(rels)  # (drawn early with other runs, or a group met twice)
+            if previous.get("compare/" + g.slug) == key and all(stage.link_previous(rel) for rel in rels):
+                return True
+            stage.unlink(rels)
+            return False
+
         def draw_now(g: compare.Group, members: list[int]) -> compare.Group:
             """One comparison page, here and now (its runs: ``members``), or linked from the live
             build when its inputs did not change."""
             g.runs = [results[j].run for j in members]
-            rels = [f"compare/{g.slug}/index.html"]
-            stage.unlink(rels)  # (a group met twice: its runs were not neighbours)
-            if previous.get("compare/" + g.slug) == group_key(g) and all(stage.link_previous(rel) for rel in rels):
+            if reused(g, group_key(g)):
                 return g
-            stage.unlink(rels)
             files = render.compare_files(g, [results[j].hparams for j in members], config, assets,
                                          stored_points(store, {r.slug: keys_of[r.slug] for r in g.runs if r.slug in stored}))
             for rel in page_names(files):
@@ -508,18 +515,11 @@ def build(
         skip = set()
         groups = compare.groups([r.run for r in done])
         for g in groups:
-            key = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
-            rels = [f"compare/{g.slug}/index.html"]
-            run_keys["compare/" + g.slug] = key
+            key = run_keys["compare/" + g.slug] = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
             if early is not None and early.drawn(g) and group_keys.get("compare/" + g.slug) == key:
                 skip.add(g.slug)  # drawn (or linked) while the runs were drawn
-                continue
-            stage.unlink(rels)  # (drawn early with other runs: drawn again)
-            if previous.get("compare/" + g.slug) == key:
-                if all(stage.link_previous(rel) for rel in rels):
-                    skip.add(g.slug)
-                else:
-                    stage.unlink(rels)
+            elif reused(g, key):
+                skip.add(g.slug)
         held = {slug: run_keys[slug] for slug in stored}
         runs, hps = [r.run for r in done], [r.hparams for r in done]
         if pool is None:  # few runs drawn: sending pages to workers would cost more than it saves

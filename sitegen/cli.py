@@ -248,10 +248,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 def run() -> None:
     """The ``sitegen`` command (and ``python -m sitegen``): :func:`main`, then out at once.
 
@@ -276,3 +272,7 @@ def run() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more to say
             pass
     os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
