@@ -62,7 +62,7 @@ def child(config: str, archive: Path, work: Path) -> dict:
     startup = 0.0
     cluster = None
     if kind == "local":
-        B.PARALLEL_MIN_BYTES = 0  # use the pool even for a small archive
+        B.executors.PARALLEL_MIN_BYTES = 0  # use the pool even for a small archive
         kw["jobs"] = n
     else:
         from distributed import Client, LocalCluster

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -25,7 +26,6 @@ from .scan import scan
 from .store import Store, default_cache_dir
 
 log = logging.getLogger(__name__)
-PARALLEL_MIN_BYTES = 64 << 20  # below this, starting worker processes costs more than it saves
 MIN_PARALLEL_RUNS = 8  # likewise for a rebuild that draws only a few changed runs
 
 
@@ -353,6 +353,7 @@ def build(
     archive: Path | str, out: Path, *, config: Config, verify: bool = True, cache: Path | str | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
     progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
@@ -370,8 +371,10 @@ def build(
     archive is mirrored into a local folder first; a URL cache is pulled before the build and
     its changed entries pushed after it. ``executor="dask"`` decodes on a Dask cluster
     (``scheduler``: its address; None: a local cluster of ``jobs`` workers), see
-    :mod:`sitegen.executors`.
+    :mod:`sitegen.executors`. ``pool``: a :func:`sitegen.executors.local_pool` the caller started
+    ahead (and shuts down), used if the build needs worker processes.
     """
+    given = pool
     loc = remote.localize(archive, cache, use_cache=use_cache)
     archive, cache = loc.archive, loc.cache
     cache = (cache or default_cache_dir()) if use_cache else None
@@ -390,7 +393,7 @@ def build(
     assets = render.assets(config.language, store)
     size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
     if executor == "local":
-        workers = 1 if size < PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
+        workers = 1 if size < executors.PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
     else:
         workers = jobs  # the size of the local cluster when no scheduler is given (0: one per core)
     scan_problems = list(problems)  # a snapshot: workers get a copy, the list grows below
@@ -423,8 +426,9 @@ def build(
         pool_size = 0
         if executor == "local" and workers > 1 and changed >= MIN_PARALLEL_RUNS:
             # started before the unchanged runs are reused, so the workers import meanwhile
-            pool = stack.enter_context(executors.local_pool(workers))
-            executors.warm(pool, workers)
+            pool = given or stack.enter_context(executors.local_pool(workers))
+            if given is None:
+                executors.warm(pool, workers)
             pool_size = workers
             # this process draws the index and some comparison pages at the end: it loads their
             # templates (and imports jinja2) now, while the workers start, instead of then
@@ -445,7 +449,7 @@ def build(
                 stored.add(got[0].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
         if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool is None:  # reuse failed
-            pool = stack.enter_context(executors.local_pool(workers))
+            pool = given or stack.enter_context(executors.local_pool(workers))
             pool_size = workers
         step(f"reading and drawing {len(todo)} of {len(fams)} runs", 2, 4)
         def dispatch(i: int) -> Job:

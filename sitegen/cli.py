@@ -90,7 +90,7 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.archive}: no such archive folder")
     extra = _executor(args, config)
     sde = source_date_epoch()
-    stamp = cache = None
+    stamp = cache = pool = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
         # a local archive with a local cache: first ask whether anything changed at all,
         # before importing the rest of sitegen (see sitegen.stamp)
@@ -98,11 +98,13 @@ def _build(args: argparse.Namespace) -> int:
         from .resources import default_cache_dir
 
         cache = args.cache or default_cache_dir()
-        stamp = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
+        stamp, size = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
             publish.tidy(args.out, args.keep)
             return _built(args, same.runs, same.files, args.out, same.problems)
+        if not extra and publish.live_build(args.out) is None:
+            pool = _early_pool(args.jobs, size)
     from .prefetch import libraries
 
     libraries()  # a build follows: its libraries are read from disk while Python imports
@@ -113,13 +115,30 @@ def _build(args: argparse.Namespace) -> int:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=sde, progress=progress, **extra,
+            source_date_epoch=sde, progress=progress, pool=pool, **extra,
         )
     finally:
         progress.done()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     if stamp is not None:
         stamps.write(args.out, cache, stamp)
     return _built(args, result.runs, result.files, result.out, result.problems)
+
+
+def _early_pool(jobs: int, size: int):
+    """Worker processes started before this process imports numpy, pyarrow and the rest of
+    sitegen and scans the archive, for a first build (no live site) of an archive whose files
+    pass :data:`sitegen.executors.PARALLEL_MIN_BYTES`: they import meanwhile, on the core this
+    process leaves idle, instead of after it. None when the build would not use them."""
+    from . import executors
+
+    workers = jobs or os.cpu_count() or 1
+    if workers < 2 or size < executors.PARALLEL_MIN_BYTES:
+        return None
+    pool = executors.local_pool(workers)
+    executors.warm(pool, workers)
+    return pool
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # build imports this module: no import of build at module lev
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "dask")
+#: Log bytes below which a local build runs in one process: starting workers would cost more
+PARALLEL_MIN_BYTES = 64 << 20
 #: Jobs per Dask task at most: small enough that a lost worker costs little, large enough
 #: that 2,000 tiny runs do not drown the scheduler in task overhead.
 DASK_CHUNK_MAX = 16

@@ -43,11 +43,13 @@ class Live:
     problems: list[Problem]
 
 
-def inputs(archive: Path, options: dict, config: Path | None = None) -> str | None:
+def inputs(archive: Path, options: dict, config: Path | None = None) -> tuple[str | None, int]:
     """The stamp of a build of ``archive`` with ``options`` (JSON-able: everything of the command
-    line that changes the site) and the config file; None when something cannot be read (then
-    the build takes the normal path)."""
+    line that changes the site) and the config file, None when something cannot be read (then
+    the build takes the normal path); and the bytes of every file below the archive, seen on the
+    way (the command line starts worker processes early for a large archive)."""
     h = hashlib.sha256()
+    size = 0
     try:
         h.update(json.dumps([__version__, sys.version, str(Path(archive).absolute()), options,
                              None if config is None else str(config)], sort_keys=True, default=str).encode())
@@ -64,10 +66,10 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
                         h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
             h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
-        _walk(Path(archive), h)
+        size = _walk(Path(archive), h)
     except (OSError, ValueError, ImportError):
-        return None
-    return h.hexdigest()
+        return None, size
+    return h.hexdigest(), size
 
 
 def package_stamp(name: str) -> str:
@@ -79,17 +81,21 @@ def package_stamp(name: str) -> str:
     return _entry(spec.origin).decode("utf-8", "surrogatepass")
 
 
-def _entry(path: str) -> bytes:
+def _entry(path: str, sizes: list[int] | None = None) -> bytes:
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass")
+    if sizes is not None:
+        sizes.append(st.st_size)
     return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
 
 
-def _walk(archive: Path, h) -> None:
-    """Every folder and file below the archive, symlinks followed once (as the scan does)."""
+def _walk(archive: Path, h) -> int:
+    """Every folder and file below the archive, symlinks followed once (as the scan does);
+    returns the files' total size."""
     seen: set[tuple[int, int]] = set()
+    sizes: list[int] = []
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=lambda e: h.update(f"!{e}\n".encode())):
         try:
             st = os.stat(dirpath)
@@ -104,7 +110,8 @@ def _walk(archive: Path, h) -> None:
         dirnames.sort()
         h.update(_entry(dirpath))
         for name in sorted(filenames):
-            h.update(_entry(os.path.join(dirpath, name)))
+            h.update(_entry(os.path.join(dirpath, name), sizes))
+    return sum(sizes)
 
 
 def whole(out: Path, site_key: str | None = None) -> Live | None:

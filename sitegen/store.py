@@ -36,6 +36,7 @@ DECODER_VERSION = "2"
 #: hex digits of a key naming its folder: 16 folders per kind, not 256 (a fresh cache made
 #: 512 folders, each costing up to a millisecond; 10,000 runs are still only 625 files a folder)
 SHARD = 1
+_TOP_DIRS = ("files", "runs")  # the cache's bulk, each folder in a block group of its own (placement)
 _ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
 
 _F64 = pa.list_(pa.float64())
@@ -242,6 +243,8 @@ class Store:
         if self.root not in _made_dirs:
             _make_dir(self.root)
             placement.spread_below(self.root)
+            for name in _TOP_DIRS:
+                placement.make_dir(self.root / name)
 
     def _summary_path(self, key: str) -> str:
         assert self.root is not None

@@ -191,6 +191,32 @@ def test_the_command_line_never_imports_pandas(tmp_path, cache_dir):
     assert r.stdout.strip().splitlines()[-1] == "False"
 
 
+def test_a_first_build_starts_its_workers_before_importing_the_rest(tmp_path, cache_dir):
+    """No live site and a large archive: the command starts the worker processes right after
+    its quick look at the archive, so they import while it imports numpy, pyarrow and the rest
+    of sitegen, and the build uses that pool (one pool in all)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        "import sitegen.executors as ex\n"
+        "from sitegen.cli import main\n"
+        "if __name__ == '__main__':\n"
+        "    ex.PARALLEL_MIN_BYTES = 0\n"  # the small example counts as large
+        "    real = ex.local_pool\n"
+        "    def local_pool(n):\n"
+        "        print('pool', n, 'sitegen.build' in sys.modules)\n"
+        "        return real(n)\n"
+        "    ex.local_pool = local_pool\n"
+        "    import sitegen.cli\n"
+        "    for out in (sys.argv[2], sys.argv[2]):\n"  # the second build finds the live site
+        "        print('exit', main(['build', sys.argv[1], '--out', out, '--cache', sys.argv[3], '--quiet', '--jobs', '2']))\n")
+    r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == ["pool 2 False", "exit 0", "exit 0"]
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
 def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
     """``run`` leaves without tearing the interpreter down (os._exit) once ``main`` is done, but
     after the exit functions: with worker processes, skipping them left multiprocessing's
@@ -198,10 +224,10 @@ def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import atexit, sys\n"
-        "import sitegen.build\n"
+        "import sitegen.build, sitegen.executors\n"
         "from sitegen.cli import run\n"
         "if __name__ == '__main__':\n"  # (the spawned workers import this file too)
-        "    sitegen.build.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
+        "    sitegen.executors.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
         "    sitegen.build.MIN_PARALLEL_RUNS = 1\n"
         "    atexit.register(print, 'exit functions ran')\n"
         "    sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"

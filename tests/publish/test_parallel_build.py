@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import build as build_module
+from sitegen import build as build_module, executors
 from sitegen.build import EarlyGroups, build
 from sitegen.compare import Group, group_slug, groups
 from sitegen.config import Config
@@ -82,7 +82,7 @@ def test_workers_and_early_pages_make_the_same_site(archive: Path, tmp_path: Pat
     """``taken=False``: every page drawn early is refused at the end (as a group whose runs were
     not neighbours would be), taken back and drawn again: the same site all the same."""
     serial = build(archive, tmp_path / "one", config=Config(), cache=tmp_path / "c1", jobs=1, source_date_epoch=1)
-    monkeypatch.setattr(build_module, "PARALLEL_MIN_BYTES", 0)  # worker processes for a small archive
+    monkeypatch.setattr(executors, "PARALLEL_MIN_BYTES", 0)  # worker processes for a small archive
     monkeypatch.setattr(build_module, "MIN_PARALLEL_RUNS", 1)
     seen: list[str] = []
     real = EarlyGroups._close

@@ -48,3 +48,41 @@ def test_spreading_never_fails(tmp_path: Path):
         assert placement.spread_below(target) is False
     folder = tmp_path / "d"
     assert placement.spread_below(folder.parent) == _takes_the_flag(folder)  # (same file system)
+
+
+def test_cache_folders_are_made_under_a_random_name_then_renamed(tmp_path: Path, monkeypatch):
+    """ext4 places a folder made in a marked one by a hash of its name: made again under the
+    same name, it would go back where its removed predecessor freed its inodes."""
+    import os
+
+    made: list[str] = []
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        made.append(str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    cache = tmp_path / "cache"
+    build(EXAMPLE, tmp_path / "site", config=Config(), cache=cache)
+    for name in ("files", "runs"):
+        assert (cache / name).is_dir()
+        assert str(cache / name) not in made, made  # never made under its own name
+        assert any(m.startswith(f"{cache / name}.") and m.endswith(".tmp") for m in made), made
+    assert not [p for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_make_dir_keeps_what_is_there(tmp_path: Path):
+    folder = tmp_path / "f"
+    placement.make_dir(folder)
+    (folder / "kept").write_text("x")
+    placement.make_dir(folder)  # already there: untouched
+    assert (folder / "kept").read_text() == "x"
+    (tmp_path / "file").write_text("y")
+    try:
+        placement.make_dir(tmp_path / "file")
+    except OSError:
+        pass
+    else:
+        raise AssertionError("a file is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "file"]  # no temporary left
