@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import logging
 import os
 import sys
@@ -109,6 +110,8 @@ def _build(args: argparse.Namespace) -> int:
 
     libraries()  # a build follows: its libraries are read from disk while Python imports
     from .build import build
+
+    gc.freeze()  # what was imported stays out of the garbage collector's full passes
 
     progress = _Progress(enabled=not args.quiet)
     try:
