@@ -353,7 +353,7 @@ def build(
     archive: Path | str, out: Path, *, config: Config, verify: bool = True, cache: Path | str | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
     progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
-    pool: ProcessPoolExecutor | None = None,
+    pool: ProcessPoolExecutor | None = None, durable: bool = False,
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
@@ -372,7 +372,8 @@ def build(
     its changed entries pushed after it. ``executor="dask"`` decodes on a Dask cluster
     (``scheduler``: its address; None: a local cluster of ``jobs`` workers), see
     :mod:`sitegen.executors`. ``pool``: a :func:`sitegen.executors.local_pool` the caller started
-    ahead (and shuts down), used if the build needs worker processes.
+    ahead (and shuts down), used if the build needs worker processes. ``durable``: the build is on
+    storage before it goes live (see :class:`sitegen.publish.Staging`).
     """
     given = pool
     loc = remote.localize(archive, cache, use_cache=use_cache)
@@ -412,7 +413,7 @@ def build(
     run_keys: dict[str, str] = {}
     stored: set[str] = set()  # runs whose line points are in the store only
     pool = None
-    with contextlib.ExitStack() as stack, publish.Staging(Path(out), keep=keep) as stage:
+    with contextlib.ExitStack() as stack, publish.Staging(Path(out), keep=keep, durable=durable) as stage:
         for rel, data in assets.files.items():
             stage.write(rel, data)
         previous = _previous_runs(stage.previous)

@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--executor", choices=("local", "dask"), help="where runs are decoded: this machine (default) or a Dask cluster")
     b.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786); with --executor dask (default: a local cluster)")
     b.add_argument("--keep", type=int, default=3, metavar="N", help="builds kept beside the live one for rollback, including it (default 3)")
+    b.add_argument("--fsync", action="store_true", help="write the new build to storage before it goes live, so it survives a power cut (waits for the disk)")
     b.add_argument("--quiet", action="store_true", help="print errors only")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
@@ -118,7 +119,7 @@ def _build(args: argparse.Namespace) -> int:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=sde, progress=progress, pool=pool, **extra,
+            source_date_epoch=sde, progress=progress, pool=pool, durable=args.fsync, **extra,
         )
     finally:
         progress.done()

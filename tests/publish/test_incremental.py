@@ -2,6 +2,7 @@
 (and the pages that list it), the other runs' files are hard links to the live build's."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -79,6 +80,30 @@ def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
         assert after[page] == before[page]
     assert "index.html" in changed and "compare/all/index.html" in changed
     assert manifest.verify(out) == []
+
+
+def test_files_a_power_cut_emptied_are_not_linked_into_the_next_build(archive: Path, tmp_path: Path, monkeypatch):
+    """Builds are not synced to storage unless asked (``durable``): after a power cut, a live
+    build's newest files may be there but empty. The next build links only files whose size
+    matches the live manifest, and draws the runs of the others again."""
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    synced: list[int] = []
+    monkeypatch.setattr(publish.os, "sync", lambda: synced.append(1))
+    build(archive, out, config=Config(), cache=cache)
+    assert synced == []  # not asked
+    live = out.resolve()
+    damaged = live / "runs" / slugify("proj/model/run1") / "index.html"
+    whole = damaged.read_bytes()
+    os.truncate(damaged, 0)
+    (live / "runs" / slugify("proj/model/run0") / "scalars.js").write_bytes(b"")  # (another inode)
+    before = _files(out)
+    build(archive, out, config=Config(), cache=cache, durable=True)
+    assert out.resolve() != live and synced  # durable: synced before it went live
+    assert manifest.verify(out) == []
+    assert (out / "runs" / slugify("proj/model/run1") / "index.html").read_bytes() == whole
+    after = _files(out)
+    page2 = f"runs/{slugify('proj/model/run2')}/index.html"
+    assert after[page2] == before[page2]  # the undamaged run: linked as before
 
 
 def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path: Path):
