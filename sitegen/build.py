@@ -8,9 +8,8 @@ import json
 import logging
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -25,8 +24,11 @@ from .read import READERS
 from .scan import scan
 from .store import Store, default_cache_dir
 
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
 log = logging.getLogger(__name__)
-MIN_PARALLEL_RUNS = 8  # likewise for a rebuild that draws only a few changed runs
+MIN_PARALLEL_RUNS = 8  # below this many runs to draw, a rebuild draws them in this process
 
 
 @dataclass

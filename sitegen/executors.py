@@ -23,14 +23,14 @@ import contextlib
 import functools
 import itertools
 import logging
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from .errors import UsageError
 
 if TYPE_CHECKING:  # build imports this module: no import of build at module level
+    from concurrent.futures import ProcessPoolExecutor
+
     from .build import Job, RunResult
 
 log = logging.getLogger(__name__)
@@ -148,6 +148,9 @@ def _init_worker() -> None:
 def local_pool(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned processes (forking after vl-convert has started hangs). A build keeps
     one pool for the runs and then the comparison pages: starting a worker costs ~0.5 s."""
+    import multiprocessing as mp  # here: a rebuild that draws a few runs in this process never needs it
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
 
 

@@ -44,7 +44,7 @@ def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
 def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
     """``path`` relative to the archive; ``resolved``: the archive's resolved path plus "/"
     (paths below it need no system call)."""
-    text = str(path)
+    text = os.path.abspath(path)  # (no system call: a relative path from an earlier build's summary)
     if resolved is not None and text.startswith(resolved):
         return Path(text[len(resolved):]).as_posix()
     try:
