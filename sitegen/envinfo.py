@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,29 +141,51 @@ def _resolved(path: Path) -> Path:
 
 
 def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path], run_dirs: frozenset = frozenset()) -> list[Artifact]:
-    """Files of the run folder other than logs and sub-runs (MLflow: the reader's list)."""
+    """Files of the run folder other than logs and sub-runs (MLflow: the reader's list). Logs
+    are told apart by inode, not by resolved path: resolving every file of every run (a system
+    call per path component) cost more than the rest of the listing."""
     listed = [a for d in datas for a in d.artifacts]
     if listed or directory is None or datas[0].format == "mlflow":
         return sorted(listed, key=lambda a: a.path)
-    logs = {_resolved(f.path) for d in datas for f in d.files}
+    logs = set()
+    for d in datas:
+        for f in d.files:
+            try:
+                st = os.stat(f.path)
+                logs.add((st.st_dev, st.st_ino))
+            except OSError:
+                pass
     skip_dirs = {p.resolve() for p in sub_dirs}  # run_dirs: every run's folder, already resolved
-    found: list[tuple[str, Path]] = []
-    root = directory.resolve()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(n for n in dirnames if not n.startswith(".") and (r := _resolved(Path(dirpath) / n)) not in skip_dirs and r not in run_dirs)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if _resolved(path) in logs or not path.is_file() or "tfevents" in name or name.startswith(".") or name in NOTE_FILES:
-                continue
-            found.append((path.relative_to(root).as_posix(), path))
-            if len(found) >= MAX_ARTIFACTS:
-                break
-        if len(found) >= MAX_ARTIFACTS:
-            break
-    out = []
-    for rel, path in sorted(found):
+    found: list[tuple[str, Path, int]] = []
+    todo = [(str(directory.resolve()), "")]  # depth first, names in order (as os.walk does)
+    while todo and len(found) < MAX_ARTIFACTS:
+        folder, rel = todo.pop()
         try:
-            size = path.stat().st_size
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        below = []
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    r = _resolved(Path(e.path))
+                    if r not in skip_dirs and r not in run_dirs:
+                        below.append((e.path, f"{rel}{e.name}/"))
+                    continue
+                if "tfevents" in e.name or e.name in NOTE_FILES or len(found) >= MAX_ARTIFACTS:
+                    continue
+                st = e.stat()  # (through a symlink, as is_file does)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in logs:
+                found.append((rel + e.name, Path(e.path), st.st_size))
+        todo.extend(reversed(below))
+    out = []
+    for rel, path, size in sorted(found):
+        try:
             out.append(Artifact(rel, size, _sha256(path) if size <= MAX_HASH_BYTES else ""))
         except OSError as exc:
             log.warning("%s: cannot read artifact: %s", path, exc)
