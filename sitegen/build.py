@@ -309,7 +309,7 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
         key = keys.get(run.slug)
         if key is None:
             return run.lines
-        table = store.get_points(key)
+        table = store.get_points(key, level)
         if table is None:
             raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
         return summary.level_points(run.lines, table, level)

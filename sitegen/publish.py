@@ -195,8 +195,9 @@ def _rename_exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _switch(out: Path, target: Path) -> None:
-    """Point ``out`` at ``target`` with one atomic rename (migrating a real directory first)."""
+def _switch(out: Path, target: Path, durable: bool = False) -> None:
+    """Point ``out`` at ``target`` with one atomic rename (migrating a real directory first);
+    ``durable``: the switch itself is on storage when this returns."""
     link = out.parent / f".{out.name}.link-{os.getpid()}"
     if link.is_symlink() or link.exists():
         link.unlink()
@@ -221,7 +222,8 @@ def _switch(out: Path, target: Path) -> None:
                 link.unlink()
             raise SitegenError(f"{out}: cannot move the old site folder aside ({exc.strerror}); "
                                f"is it a mount point? Publish to a path inside it instead") from None
-    _fsync_dir(out.parent)
+    if durable:
+        _fsync_dir(out.parent)
 
 
 def _obsolete(out: Path, keep: int) -> list[Path]:
@@ -519,8 +521,9 @@ class Staging(Writer):
             seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
             final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
             os.rename(self.root, final)
-            _fsync_dir(self.folder)
-            _switch(self.out, final)
+            if self.durable:  # (a directory's fsync waits for the disk like the sync does)
+                _fsync_dir(self.folder)
+            _switch(self.out, final, self.durable)
             self._wait_trash()
             _prune(self.out, self.keep)
         log.info("published %s -> %s", self.out, final.name)

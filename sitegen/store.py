@@ -48,15 +48,29 @@ _SCHEMAS = {
     "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
     "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
 }
-#: a run summary file: magic, points, JSON length, the columns' types, raw columns, JSON
-_SUMMARY_MAGIC = b"SGSUM03\n"
+#: a run summary file: the header (magic; points, JSON length and lines as u64; the columns'
+#: types; for each level k of ``sitegen.compare.LEVELS``, the points drawn at level k or a
+#: coarser one, as u64), each line's point count (u32), the points (their columns side by
+#: side, coarsest level first), the JSON document
+_SUMMARY_MAGIC = b"SGSUM04\n"
 #: the points columns of a run summary, in file order, with the types they are read back as;
 #: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
 SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
-_NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",)}
+#: and in the file, each point's place in the original order (points are kept coarsest first)
+_FILE_COLUMNS = SUMMARY_COLUMNS + (("pos", "<i4"),)
+_NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",),
+           "pos": ("<u2", "<i4")}
 _TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", "u1": b"B"}
 _CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
-_SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 16 + 8  # magic, two lengths, the columns' type codes (padded)
+_LEVEL_SLOTS = 8  # bits of a point's level byte
+_SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
+def _row_type(types: list[str]) -> np.dtype:
+    """A summary point as it is kept: its columns side by side, packed."""
+    return np.dtype([(name, t) for (name, _), t in zip(_FILE_COLUMNS, types)])
+
+
+#: the coarsest level a level byte draws its point at (its highest bit; -1: none)
+_TOP = np.array([v.bit_length() - 1 for v in range(256)], np.int8)
 
 
 def _narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
@@ -156,49 +170,70 @@ class Store:
 
     def put_summary(self, key: str, doc: dict, columns: dict[str, np.ndarray]) -> bool:
         """Keep a run's summary under ``key``: one file holding the points as raw columns
-        (:data:`SUMMARY_COLUMNS`, all of one length) and the JSON document. One file per run:
-        creating files is most of what keeping 500 summaries costs; raw columns behind a fixed
-        header: a comparison page reads hundreds of them, and opening an Arrow file (or parsing
-        the document) costs more than reading the points. False if it could not."""
+        (:data:`SUMMARY_COLUMNS`, all of one length, lines in order) and the JSON document.
+        One file per run: creating files is most of what keeping 500 summaries costs; raw
+        columns behind a fixed header: a comparison page reads hundreds of them, and opening an
+        Arrow file (or parsing the document) costs more than reading the points. The points are
+        kept coarsest level first, so a page that draws few points per line reads only the
+        first of them (:meth:`get_points`). False if it could not."""
         if self.root is None:
             return False
-        n = len(columns["line"])
-        cols = [_narrowest(name, columns[name], dtype) for name, dtype in SUMMARY_COLUMNS]
+        line = np.asarray(columns["line"])
+        n = len(line)
+        top = _TOP[np.asarray(columns["levels"], np.uint8)]
+        order = np.argsort(-top, kind="stable")
+        upto = [int(np.count_nonzero(top >= k)) for k in range(_LEVEL_SLOTS)]
+        counts = np.bincount(line, minlength=int(line.max()) + 1 if n else 0).astype("<u4")
+        cols = [*(_narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
+                _narrowest("pos", order, "<i4")]
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
+        rows = np.empty(n, _row_type([c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols]))
+        for (name, _), c in zip(_FILE_COLUMNS, cols):
+            rows[name] = c
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
+        head = b"".join(x.to_bytes(8, "little") for x in (n, len(text), len(counts), *upto))
         try:
             self._ready()
-            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, n.to_bytes(8, "little"), len(text).to_bytes(8, "little"), codes,
-                                           *(c.tobytes() for c in cols), text])
+            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(),
+                                                 rows.tobytes(), text])
             return True
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
             return False
 
-    def _summary_part(self, key: str, doc: bool) -> tuple[int, list[str], bytes] | None:
-        """(points, the columns' types, the raw columns) or (points, types, the JSON document)
-        of a summary file."""
+    def _summary_read(self, key: str, level: int | None, doc: bool) -> tuple | None:
+        """The JSON document of a summary file (``doc``), else its points: (per-line point
+        counts, {column: values}) with only the points drawn at ``level`` or a coarser one when
+        ``level`` is given (the first points kept), in file order. None when the file is
+        missing or not a summary."""
         if self.root is None:
             return None
-        head = _SUMMARY_HEAD
         try:  # a plain descriptor and a string path: a comparison page reads hundreds of these
             fd = os.open(self._summary_path(key), os.O_RDONLY)
         except OSError:
             return None
         try:
-            start = os.pread(fd, head, 0)
-            if len(start) < head or not start.startswith(_SUMMARY_MAGIC):
+            start = os.pread(fd, _SUMMARY_HEAD, 0)
+            if len(start) < _SUMMARY_HEAD or not start.startswith(_SUMMARY_MAGIC):
                 return None
             at = len(_SUMMARY_MAGIC)
-            n, size = int.from_bytes(start[at : at + 8], "little"), int.from_bytes(start[at + 8 : at + 16], "little")
-            types = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 16, at + 16 + len(SUMMARY_COLUMNS))]
+            n, size, lines = (int.from_bytes(start[at + 8 * i : at + 8 * i + 8], "little") for i in range(3))
+            types = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
             if None in types:
                 return None
-            row = sum(np.dtype(t).itemsize for t in types)
-            want, at = (size, head + n * row) if doc else (n * row, head)
-            part = os.pread(fd, want, at)
-            return (n, types, part) if len(part) == want else None
-        except OSError:
+            row = _row_type(types)
+            body = _SUMMARY_HEAD + 4 * lines
+            if doc:
+                part = os.pread(fd, size, body + n * row.itemsize)
+                return part if len(part) == size else None
+            at += 32
+            m = n if level is None else int.from_bytes(start[at + 8 * level : at + 8 * level + 8], "little")
+            part = os.pread(fd, 4 * lines + m * row.itemsize, _SUMMARY_HEAD)  # one read: points are kept row by row
+            if len(part) != 4 * lines + m * row.itemsize:
+                return None
+            rows = np.frombuffer(part, row, m, 4 * lines)
+            return np.frombuffer(part, "<u4", lines), {name: rows[name] for name, _ in _FILE_COLUMNS}
+        except (OSError, ValueError):
             return None
         finally:
             os.close(fd)
@@ -218,22 +253,28 @@ class Store:
 
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
-        got = self._summary_part(key, doc=True)
+        got = self._summary_read(key, None, doc=True)
         try:
-            return None if got is None else json.loads(got[2])
+            return None if got is None else json.loads(got)
         except ValueError:
             return None
 
-    def get_points(self, key: str) -> dict[str, np.ndarray] | None:
-        """Only the points of a run's summary, as numpy columns."""
-        got = self._summary_part(key, doc=False)
+    def get_points(self, key: str, level: int | None = None) -> dict[str, np.ndarray] | None:
+        """The points of a run's summary as numpy columns (narrow types as they are kept: they
+        compute alike), in their original order; with ``level``, only those drawn at
+        ``compare.LEVELS[level]`` (the few a page of many runs draws are read alone). Also
+        ``"per_line"``: each line's number of points, at every level."""
+        got = self._summary_read(key, level, doc=False)
         if got is None:
             return None
-        n, types, raw = got
-        out, at = {}, 0
-        for (name, _), dtype in zip(SUMMARY_COLUMNS, types):
-            out[name] = np.frombuffer(raw, dtype, n, at)  # narrow types as they are: they compute alike
-            at += n * np.dtype(dtype).itemsize
+        counts, cols = got
+        if level is not None:
+            keep = (cols["levels"] & np.uint8(1 << level)) != 0
+            if not keep.all():
+                cols = {name: c[keep] for name, c in cols.items()}
+        order = np.argsort(cols.pop("pos"), kind="stable")
+        out = {name: c[order] for name, c in cols.items()}
+        out["per_line"] = counts
         return out
 
     def _ready(self) -> None:

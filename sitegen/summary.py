@@ -179,17 +179,19 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
 
 def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int):
     """The points drawn at ``compare.LEVELS[level]`` of a run's lines, as flat columns: a
-    comparison page of hundreds of runs needs no object per line (see ``compare.Packed``)."""
+    comparison page of hundreds of runs needs no object per line (see ``compare.Packed``).
+    ``table``: :meth:`sitegen.store.Store.get_points` (of that level, or of all points)."""
     from .compare import Packed
 
     ids, step, wall, value, levels = (table[c] for c in ("line", "step", "wall_time", "value", "levels"))
-    n = np.arange(len(lines) + 1)
-    before = np.searchsorted(ids, n)
     keep = (levels & np.uint8(1 << level)) != 0
     if not keep.all():
         ids, step, wall, value = ids[keep], step[keep], wall[keep], value[keep]
-    bounds = np.searchsorted(ids, n)
-    cut = np.diff(before) != np.diff(bounds)
+    bounds = np.searchsorted(ids, np.arange(len(lines) + 1))
+    every = np.zeros(len(lines), np.int64)
+    per_line = table["per_line"][: len(lines)]
+    every[: len(per_line)] = per_line
+    cut = np.diff(bounds) != every
     return Packed(bounds.tolist(), step, wall, value, [ln.series.thinned or c for ln, c in zip(lines, cut.tolist())])
 
 

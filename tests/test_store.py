@@ -218,6 +218,26 @@ def test_summary_points_come_back_exactly(tmp_path, wide):
     assert (got["step"].dtype.itemsize == 8) == wide and (got["value"].dtype.itemsize == 8) == wide
 
 
+def test_summary_points_of_one_level_are_those_of_all_points_at_that_level(tmp_path):
+    """Points are kept coarsest first so that a page of many runs reads only the few it draws:
+    what one level reads equals all points filtered to that level, in their original order."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    line = np.sort(rng.integers(0, 13, n)).astype(np.int32)
+    cols = {"line": line, "step": np.arange(n, dtype=np.int64), "wall_time": rng.random(n), "value": rng.standard_normal(n),
+            "levels": rng.integers(0, 256, n).astype(np.uint8)}
+    store = Store(tmp_path)
+    assert store.put_summary("cd" * 32, {}, cols)
+    every = store.get_points("cd" * 32)
+    assert np.array_equal(every["per_line"], np.bincount(line))
+    for level in range(8):
+        got = store.get_points("cd" * 32, level)
+        keep = (cols["levels"] & (1 << level)) != 0
+        for name, want in cols.items():
+            assert np.array_equal(got[name].astype(want.dtype), want[keep]), (level, name)
+        assert np.array_equal(got["per_line"], every["per_line"])
+
+
 def test_tag_groups_from_reader_codes_equal_hashed_ones():
     """A reader's tag codes (unused tags included) and merged parts give the grouping that
     hashing the tag strings gives."""
