@@ -123,8 +123,8 @@ def _build(args: argparse.Namespace) -> int:
         )
     finally:
         progress.done()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:  # joined: leaving with workers alive left their semaphores to
+            pool.shutdown(wait=True, cancel_futures=True)  # the resource tracker, which warned
     if stamp is not None:
         stamps.write(args.out, cache, stamp)
     return _built(args, result.runs, result.files, result.out, result.problems)
