@@ -182,7 +182,10 @@ def main() -> None:
     res["repeat"] = args.repeat
 
     def cold() -> dict:
-        shutil.rmtree(work / "site", ignore_errors=True)
+        site = work / "site"
+        if site.is_symlink():  # (rmtree refuses a symlink: it stayed, dangling, and the build was not cold)
+            site.unlink()
+        shutil.rmtree(site, ignore_errors=True)
         shutil.rmtree(work / ".site.builds", ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
         return sitegen_build(archive, out, cache)

@@ -129,12 +129,13 @@ def list_builds(out: Path) -> list[Path]:
 
 
 def live_build(out: Path) -> Path | None:
-    """The build ``out`` points at, or None when ``out`` is not a symlink into its builds folder."""
+    """The build ``out`` points at, or None when ``out`` is not a symlink to a folder of its
+    builds folder (a dangling one, whose builds were removed, is none)."""
     out = Path(out)
     if not out.is_symlink():
         return None
     target = (out.parent / os.readlink(out)).resolve()
-    return target if target.parent == builds_dir(out).resolve() else None
+    return target if target.parent == builds_dir(out).resolve() and target.is_dir() else None
 
 
 def _looks_like_site(path: Path) -> bool:

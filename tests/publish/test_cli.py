@@ -208,12 +208,16 @@ def test_a_first_build_starts_its_workers_before_importing_the_rest(tmp_path, ca
         "        return real(n)\n"
         "    ex.local_pool = local_pool\n"
         "    import sitegen.cli\n"
-        "    for out in (sys.argv[2], sys.argv[2]):\n"  # the second build finds the live site
-        "        print('exit', main(['build', sys.argv[1], '--out', out, '--cache', sys.argv[3], '--quiet', '--jobs', '2']))\n")
+        "    import shutil\n"
+        "    for k in range(3):\n"  # the second build finds the live site; the third a link to removed builds
+        "        print('exit', main(['build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']))\n"
+        "        if k == 1:\n"
+        "            shutil.rmtree(sys.argv[2].rpartition('/')[0] + '/.site.builds')\n")
     r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
                        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (r.returncode, r.stderr) == (0, "")
-    assert r.stdout.splitlines() == ["pool 2 False", "exit 0", "exit 0"]
+    # (the third build: sitegen.build was imported by the first, in this same process)
+    assert r.stdout.splitlines() == ["pool 2 False", "exit 0", "exit 0", "pool 2 True", "exit 0"]
     assert (tmp_path / "site" / "index.html").is_file()
 
 
