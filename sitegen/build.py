@@ -19,7 +19,7 @@ from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
 from .hparams import run_hparams
-from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts, tag_groups
+from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts, grouped_columns
 from .read import READERS
 from .scan import scan
 from .store import Store, default_cache_dir
@@ -82,10 +82,8 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
     table = run.scalars
     if table.num_rows == 0:
         return []
-    g = tag_groups(table)
-    step = table.column("step").to_numpy()[g.order]
-    wall = table.column("wall_time").to_numpy()[g.order]
-    value = table.column("value").to_numpy()[g.order]
+    g, cols = grouped_columns(table)
+    step, wall, value = cols["step"], cols["wall_time"], cols["value"]
     out = []
     for i, tag in enumerate(g.tags):
         a, b = g.bounds[i], g.bounds[i + 1]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .hparams import base_tag, parse_config, text_value
-from .model import Artifact, RunData, numeric_array, tag_groups
+from .model import Artifact, RunData, grouped_columns, numeric_array, tag_groups
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +206,9 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
     for k, (label, d) in enumerate(items):
         g = tag_groups(d.scalars)
         t = d.scalars.select(["step", "wall_time", "value"])
-        if not g.in_place:  # numpy's gather: Arrow's take imports pyarrow.compute
-            t = pa.table({c: numeric_array(t.column(c).to_numpy()[g.order], dt) for c, dt in
-                          zip(t.column_names, ("<i8", "<f8", "<f8"))}, schema=t.schema)
+        if not g.in_place:  # numpy's gather (Arrow's take imports pyarrow.compute), shared with the chart lines
+            cols = grouped_columns(d.scalars)[1]
+            t = pa.table({c: numeric_array(cols[c], dt) for c, dt in zip(t.column_names, ("<i8", "<f8", "<f8"))}, schema=t.schema)
         glob = np.array([code_of.setdefault(name, len(code_of)) for name in g.tags], dtype=np.int32)
         tags.append(np.repeat(glob, np.diff(g.bounds)))
         series.append(np.full(t.num_rows, k, dtype=np.int32))

@@ -62,6 +62,17 @@ class TagGroups:
     order: np.ndarray
     bounds: np.ndarray
     in_place: bool  # the rows are grouped already: ``order`` is 0, 1, 2, ...
+    columns: dict = field(default_factory=dict, compare=False)  # see grouped_columns
+
+
+def grouped_columns(table: pa.Table) -> tuple[TagGroups, dict[str, np.ndarray]]:
+    """The grouping of a scalar table and its step, wall_time and value columns in that order
+    (gathered once: the chart lines and the download table each needed them)."""
+    g = tag_groups(table)
+    if not g.columns:
+        cols = {c: table.column(c).to_numpy() for c in ("step", "wall_time", "value")}
+        g.columns.update(cols if g.in_place else {c: v[g.order] for c, v in cols.items()})
+    return g, g.columns
 
 
 _groups: dict[int, tuple] = {}  # by id(table): (weakref, TagGroups or (tags, codes)); an entry dies with its table
