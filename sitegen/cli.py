@@ -14,10 +14,14 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .config import load_config
 from .errors import SitegenError, UsageError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger("sitegen")
 
@@ -130,7 +134,7 @@ def _build(args: argparse.Namespace) -> int:
     return _built(args, result.runs, result.files, result.out, result.problems)
 
 
-def _early_pool(jobs: int, size: int):
+def _early_pool(jobs: int, size: int) -> ProcessPoolExecutor | None:
     """Worker processes started before this process imports numpy, pyarrow and the rest of
     sitegen and scans the archive, for a first build (no live site) of an archive whose files
     pass :data:`sitegen.executors.PARALLEL_MIN_BYTES`: they import meanwhile, on the core this
