@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -550,7 +551,12 @@ def build(
             # sat idle while this process drew its own share before taking their results
             for hashes in executors.map_calls(pool, draw_group, map(group_job, theirs), window=max(1, len(theirs)), before=here):
                 stage.adopt(hashes)
-            pool.shutdown(wait=False)  # the workers wind down while the manifest is written and synced
+            # the workers wind down while the manifest is written, and are joined before the
+            # build returns (shutdown(wait=False) would leave them to the interpreter's exit,
+            # where multiprocessing's clean-up raced with the executor's own thread)
+            winding = threading.Thread(target=pool.shutdown, daemon=True)
+            winding.start()
+            stack.callback(winding.join)
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}

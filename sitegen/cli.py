@@ -127,8 +127,8 @@ def _build(args: argparse.Namespace) -> int:
         )
     finally:
         progress.done()
-        if pool is not None:  # joined: leaving with workers alive left their semaphores to
-            pool.shutdown(wait=True, cancel_futures=True)  # the resource tracker, which warned
+        if pool is not None:  # (a build that used it has joined it already)
+            pool.shutdown(wait=True, cancel_futures=True)
     if stamp is not None:
         stamps.write(args.out, cache, stamp)
     return _built(args, result.runs, result.files, result.out, result.problems)
