@@ -277,8 +277,9 @@ class GroupJob:
 
 def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     """Draw and write one comparison page (in a worker); returns what it wrote."""
+    store = Store(job.cache)
     files = render.compare_files(job.group, job.hps, job.config, render.Assets({}, job.urls),
-                                 stored_points(Store(job.cache), job.keys))
+                                 stored_points(store, job.keys), kept_pieces(store, job.keys))
     writer = publish.Writer(job.out.root, job.out.previous, job.out.old, replace=True)
     for rel in page_names(files):
         writer.write(rel, files[rel])
@@ -313,6 +314,14 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
             raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
         return summary.level_points(run.lines, table, level)
     return points
+
+
+def kept_pieces(store: Store, keys: dict[str, str]) -> compare.Kept | None:
+    """The comparison pages' pieces kept in the store, for the runs in ``keys`` (whose points
+    are there too: see :func:`stored_points`)."""
+    if store.root is None:
+        return None
+    return compare.Kept(keys, summary.code_fingerprint(), store.get_pieces, store.put_pieces)
 
 
 class EarlyGroups:
@@ -488,8 +497,9 @@ def build(
             g.runs = [results[j].run for j in members]
             if reused(g, group_key(g)):
                 return g
+            held = {r.slug: keys_of[r.slug] for r in g.runs if r.slug in stored}
             files = render.compare_files(g, [results[j].hparams for j in members], config, assets,
-                                         stored_points(store, {r.slug: keys_of[r.slug] for r in g.runs if r.slug in stored}))
+                                         stored_points(store, held), kept_pieces(store, held))
             for rel in page_names(files):
                 stage.write(rel, files[rel])
             return g
@@ -530,7 +540,7 @@ def build(
         runs, hps = [r.run for r in done], [r.hparams for r in done]
         if pool is None:  # few runs drawn: sending pages to workers would cost more than it saves
             render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip),
-                               points=stored_points(store, held), write=stage.write)
+                               points=stored_points(store, held), kept=kept_pieces(store, held), write=stage.write)
         else:  # the comparison pages shared between the workers and this process, which also draws the index
             hp_of = {id(r): hp for r, hp in zip(runs, hps)}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import secrets
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,7 @@ def run_length(pairs: list[tuple[Any, int]]) -> dict[str, list]:
 
 class B64(str):
     """Base64 text: nothing in it needs escaping in JSON or in a script, so
-    :func:`sitegen.render.json_text` copies it as it is (escaping a run's chart data cost more
+    :func:`json_text` copies it as it is (escaping a run's chart data cost more
     than encoding it)."""
 
     __slots__ = ()
@@ -96,12 +97,23 @@ def set_aside(obj: Any, blobs: list[str], mark: str) -> Any:
     return obj
 
 
-def json_size(obj: Any) -> int:
-    """``len(json.dumps(obj, separators=(",", ":")))`` without running the encoder over the
-    base64 text (a comparison page is sized this way up to several times)."""
+def json_text(obj: Any) -> str:
+    """``obj`` as JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``, U+2028
+    or U+2029 but as escapes). :class:`B64` strings are set aside before encoding
+    and copied back as they are."""
     blobs: list[str] = []
-    small = json.dumps(set_aside(obj, blobs, ""), separators=(",", ":"))
-    return len(small) + sum(len(b) - len(str(i)) for i, b in enumerate(blobs))
+    mark = secrets.token_hex(8)  # not guessable: no string from a log can forge a placeholder
+    text = json.dumps(set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
+    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, esc)
+    if blobs:
+        head, *rest = text.split(f'"{mark}')
+        pieces = [head]
+        for part in rest:
+            index, tail = part.split('"', 1)
+            pieces += ['"', blobs[int(index)], '"', tail]
+        text = "".join(pieces)
+    return text
 
 
 def _b64(a: np.ndarray) -> str:

@@ -10,15 +10,17 @@ browser (``site.js``) on this data; the chart spec stays the one shared template
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from .charts import Plain, json_size, numbers
+from .charts import Plain, json_text, numbers
 from .downsample import downsample
 from .downsample import level_bits as downsample_levels
 from .hparams import Table, comparison_table, lower_is_better, text_value
@@ -127,12 +129,64 @@ def _level(n_out: int) -> int:
 Points = Callable[[SiteRun, int], Any]
 
 
-def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None) -> dict[str, Any]:
+@dataclass
+class Kept:
+    """The pieces of comparison pages kept between builds (see :func:`overlay_data`).
+
+    ``keys``: the input key of each run (by slug) whose points come from the store, ``salt``:
+    the code (a piece is reused only with the code that drew it), ``get(slug)`` / ``put(slug,
+    pieces)``: a page's pieces of the last build, and this build's."""
+
+    keys: dict[str, str]
+    salt: str
+    get: Callable[[str], dict]
+    put: Callable[[str, dict], None]
+
+
+@dataclass
+class Overlay:
+    """A page's curves: the members of its data object as JSON text (``"runs":[...],"tags":
+    [...],...``), and what its HTML shows of them."""
+
+    text: str
+    runs: list[tuple[str, str]]  # (label, link) of each drawn run
+    tags: list[tuple[str, int]]  # (tag, number of lines), in chart order
+    thinned: bool
+    points: int
+    dropped: int
+    on: int
+
+
+PIECE_RUNS = 16  # runs per piece of a page's curves, on average (see _cuts)
+
+
+def _cuts(group: Group, runs: list[int]) -> list[list[int]]:
+    """The drawn runs cut into pieces where a run's name says so (a hash of its slug), not by
+    position: a run added, removed or changed leaves every other piece as it was."""
+    out: list[list[int]] = []
+    part: list[int] = []
+    for i in runs:
+        part.append(i)
+        if zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % PIECE_RUNS == 0 or len(part) >= 4 * PIECE_RUNS:
+            out.append(part)
+            part = []
+    if part:
+        out.append(part)
+    return out
+
+
+def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None,
+                 kept: Kept | None = None) -> Overlay:
     """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``.
 
     ``points(run, level)``: the run's points, when the summaries in memory keep only the lines'
     statistics (a large archive's points stay in the store, one run at a time here): its chart
-    lines, or its lines at that level as :class:`Packed`."""
+    lines, or its lines at that level as :class:`Packed`.
+
+    The curves come in pieces of a few runs each (:func:`_cuts`), each piece its own JSON text
+    (its run rows, and per tag its lines and their points): with ``kept``, a piece whose runs
+    did not change since the last build is taken as it was. A nightly build that appended to a
+    few logs redrew the whole-archive page (500 runs) to change three of them."""
     points = points or (lambda r, level: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
@@ -152,21 +206,85 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
             used += lines_per_run[i]
         dropped = len(runs) - len(keep)
         runs = sorted(keep)
+    old = kept.get(group.slug) if kept is not None else {}
+    drawn: dict[Any, list] = {}
+    parts = _cuts(group, runs)
     while True:
-        data = _overlay(group, labels, runs, n_out, points)
-        size = json_size(data)
-        if size <= budget * 0.9 or n_out <= MIN_POINTS:
+        keyed = [_piece(group, labels, part, n_out, points, kept, old, drawn) for part in parts]
+        pieces = [p for _, p in keyed]
+        text, tags = _assemble(pieces)
+        if len(text) <= budget * 0.9 or n_out <= MIN_POINTS:
             break
-        n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / size))
-    data["points"] = n_out
-    data["dropped"] = dropped
-    data["on"] = min(DEFAULT_ON, len(data["runs"]))
-    return data
+        n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / len(text)))
+    if kept is not None:
+        new = {k: p for k, p in keyed if k is not None}
+        if new.keys() != old.keys():
+            kept.put(group.slug, new)
+    on = min(DEFAULT_ON, len(runs))
+    thinned = any(p[2] for p in pieces)
+    text += f',"thinned":{json.dumps(thinned)},"points":{n_out},"dropped":{dropped},"on":{on}'
+    drawn_runs = [(labels[i], f"../../runs/{group.runs[i].slug}/index.html") for i in runs]
+    return Overlay(text, drawn_runs, tags, thinned, n_out, dropped, on)
+
+
+def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None,
+           old: dict, drawn: dict) -> tuple[str | None, list]:
+    """One piece of the curves, ``[run rows (JSON text), runs, thinned, [[tag, lines, JSON text
+    of [lines, x, t, y]], ...]]`` (line records with their run's index in the piece), and its
+    key when its runs' points are in the store (they then depend only on the runs' inputs, the
+    labels and the level): taken from the last build's (``old``) when there."""
+    key = None
+    if kept is not None:
+        run_keys = [kept.keys.get(group.runs[i].slug) for i in part]
+        if None not in run_keys:
+            doc = [kept.salt, _level(n_out), [[group.runs[i].slug, k, labels[i]] for i, k in zip(part, run_keys)]]
+            key = hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
+            got = drawn.get(key) or old.get(key)
+            if _well_formed(got):
+                drawn[key] = got
+                return key, got
+    memo = (n_out, tuple(part))
+    if key is None and memo in drawn:
+        return None, drawn[memo]
+    data = _overlay(group, labels, part, n_out, points)
+    piece = [json_text(data["runs"])[1:-1], len(part), data["thinned"],
+             [[tg["tag"], len(tg["lines"]), json_text([tg["lines"], tg["x"], tg["t"], tg["y"]])] for tg in data["tags"]]]
+    drawn[key if key is not None else memo] = piece
+    return key, piece
+
+
+def _well_formed(piece: Any) -> bool:
+    """Whether a kept piece has the shape :func:`_piece` gives (a cache file can be damaged)."""
+    return (type(piece) is list and len(piece) == 4 and type(piece[0]) is str and type(piece[1]) is int
+            and type(piece[2]) is bool and type(piece[3]) is list
+            and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is str
+                    for t in piece[3]))
+
+
+def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]]]:
+    """The pieces as one page's ``"runs":[...],"tags":[...]``: per tag (sorted), the pieces
+    that have it, with the index of each piece's first run (``base``) and its JSON text
+    (``parts``), decoded by ``initCompare`` in ``site.js``."""
+    by_tag: dict[str, tuple[list[int], list[str], list[int]]] = {}
+    base = 0
+    for runs_text, n_runs, _, tags in pieces:
+        for tag, n_lines, text in tags:
+            bases, texts, counts = by_tag.setdefault(tag, ([], [], []))
+            bases.append(base)
+            texts.append(text)
+            counts.append(n_lines)
+        base += n_runs
+    names = sorted(by_tag, key=str)
+    tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"parts":[{",".join(by_tag[t][1])}]}}'
+                         for t in names)
+    runs_text = ",".join(p[0] for p in pieces if p[1])
+    return f'"runs":[{runs_text}],"tags":[{tags_text}]', [(t, sum(by_tag[t][2])) for t in names]
 
 
 def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, points: Points) -> dict[str, Any]:
-    """Per tag: its lines (run, label, point count) and their points as one column per field,
-    so a page of thousands of lines costs three encodings per tag, not three per line. The
+    """Per tag: the lines of ``runs`` (a piece of the page: run index in the piece, label,
+    point count) and their points as one column per field, so a piece of hundreds of lines
+    costs three encodings per tag, not three per line. The
     points of every line are laid end to end first and each tag's columns taken in one gather:
     per line, a page of 500 runs spent more on slicing and joining than on encoding."""
     thinned_any = False

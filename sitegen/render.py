@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 
 from . import __version__, charts, compare, vega
+from .charts import json_text
 from .config import Config
 from .errors import Problem
 from .hparams import lower_is_better, text_value
@@ -59,25 +60,6 @@ def render_page(template: jinja2.Template, data_json: str, **context: Any) -> by
     head, found, tail = template.render(**context, page_json=Markup(mark)).partition(mark)
     assert found and mark not in tail, "the page template must place page_json once"
     return b"".join((head.encode("utf-8"), data_json.encode("utf-8"), tail.encode("utf-8")))
-
-
-def json_text(obj: Any) -> str:
-    """``obj`` as JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``, U+2028
-    or U+2029 but as escapes). :class:`~sitegen.charts.B64` strings are set aside before encoding
-    and copied back as they are."""
-    blobs: list[str] = []
-    mark = secrets.token_hex(8)  # not guessable: no string from a log can forge a placeholder
-    text = json.dumps(charts.set_aside(obj, blobs, mark), ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=False)
-    for raw, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(raw, esc)
-    if blobs:
-        head, *rest = text.split(f'"{mark}')
-        pieces = [head]
-        for part in rest:
-            index, tail = part.split('"', 1)
-            pieces += ['"', blobs[int(index)], '"', tail]
-        text = "".join(pieces)
-    return text
 
 
 def _safe_link(url: str) -> bool:
@@ -293,7 +275,7 @@ def run_files(run: SiteRun, hp: dict[str, HParamValue], config: Config, urls: di
 
 def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
                 problems: list[Problem], *, skip: frozenset = frozenset(), points: compare.Points | None = None,
-                write: Callable[[str, bytes], None] | None = None) -> dict[str, bytes]:
+                kept: compare.Kept | None = None, write: Callable[[str, bytes], None] | None = None) -> dict[str, bytes]:
     """The index and every comparison page, from the runs' summaries; groups whose slug is in
     ``skip`` are not drawn (their pages are reused from the previous build). ``points``: see
     :func:`sitegen.compare.overlay_data`. ``write(rel, data)``: called for each file as soon as
@@ -305,7 +287,7 @@ def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: 
     hp_of = {id(r): hp for r, hp in zip(runs, hps)}
     for g in groups:
         if g.slug not in skip:
-            for rel, data in compare_files(g, [hp_of[id(r)] for r in g.runs], config, assets, points).items():
+            for rel, data in compare_files(g, [hp_of[id(r)] for r in g.runs], config, assets, points, kept).items():
                 emit(rel, data)
     for rel, data in index_files(runs, hps, groups, config, assets, problems).items():
         emit(rel, data)
@@ -313,11 +295,11 @@ def cross_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], config: 
 
 
 def compare_files(group: compare.Group, hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
-                  points: compare.Points | None = None) -> dict[str, bytes]:
-    """One comparison page and its data (``hps``: of ``group.runs``; a pure function: runs in
-    workers)."""
+                  points: compare.Points | None = None, kept: compare.Kept | None = None) -> dict[str, bytes]:
+    """One comparison page and its data (``hps``: of ``group.runs``; runs in workers; ``kept``:
+    the pieces of the last build's page, see :func:`sitegen.compare.overlay_data`)."""
     env, _ = _page_context(config.language)
-    return _compare_page(env, group, hps, config, assets, _common(config), points)
+    return _compare_page(env, group, hps, config, assets, _common(config), points, kept)
 
 
 def index_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], groups: list[compare.Group], config: Config,
@@ -411,7 +393,7 @@ def _hp(v: HParamValue) -> Any:
     return v
 
 
-def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[str, bytes]:
+def _compare_page(env, group, hps, config, assets, common, points=None, kept=None) -> dict[str, bytes]:
     prefix = f"compare/{group.slug}/"
     labels = compare.labels(group)
     first = max(0, len(group.runs) - compare.MAX_TABLE_ROWS)  # the table lists the newest runs
@@ -422,10 +404,10 @@ def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     rest_json = json_text(rest)
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points)
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept)
     # the page's data, {"kind": "compare", **overlay, **rest}, from the two halves (``rest`` is
     # encoded once: for 500 runs that is a third of the data)
-    data_json = json_text({"kind": "compare", **overlay})[:-1] + "," + rest_json[1:]
+    data_json = '{"kind":"compare",' + overlay.text + "," + rest_json[1:]
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
     t = env.globals["t"]
     page = render_page(
@@ -440,15 +422,15 @@ def _compare_page(env, group, hps, config, assets, common, points=None) -> dict[
 # The two loops of a comparison page with hundreds of runs, written here rather than in the
 # template: Jinja spent 0.13 s on them for a 500-run page, a third of redrawing it.
 
-def _run_items(overlay: dict) -> Markup:
+def _run_items(overlay: compare.Overlay) -> Markup:
     """The run picker's items (``<li>`` per drawn run; the newest ``on`` are checked)."""
     from markupsafe import Markup, escape
 
-    n, on = len(overlay["runs"]), overlay["on"]
+    n, on = len(overlay.runs), overlay.on
     return Markup("".join(
         f'<li><label><input type="checkbox" class="run-toggle" data-r="{i}"{" checked" if i >= n - on else ""}> '
-        f'{escape(r["n"])}</label> <a href="{escape(r["h"])}">↗</a></li>'
-        for i, r in enumerate(overlay["runs"])))
+        f'{escape(label)}</label> <a href="{escape(href)}">↗</a></li>'
+        for i, (label, href) in enumerate(overlay.runs)))
 
 
 def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, t: Callable) -> Markup:

@@ -224,12 +224,19 @@
 
   function initCompare(page) {
     var specs = window.SITEGEN_SPECS;
-    // each tag's points come as one column per field; every line takes its n of them
+    // each tag comes in parts (a few runs each: sitegen.compare._assemble), each part its
+    // lines and their points as one column per field; every line takes its n of them, and its
+    // run index counts from the part's first run (base)
     page.tags.forEach(function (tg) {
-      var x = expand(tg.x), y = expand(tg.y), t = expand(tg.t), at = 0;
-      tg.lines.forEach(function (ln) {
-        ln.x = x.slice(at, at + ln.n); ln.y = y.slice(at, at + ln.n); ln.t = t.slice(at, at + ln.n);
-        at += ln.n;
+      tg.lines = [];
+      tg.parts.forEach(function (part, k) {
+        var x = expand(part[1]), t = expand(part[2]), y = expand(part[3]), at = 0;
+        part[0].forEach(function (ln) {
+          ln.r += tg.base[k];
+          ln.x = x.slice(at, at + ln.n); ln.y = y.slice(at, at + ln.n); ln.t = t.slice(at, at + ln.n);
+          at += ln.n;
+          tg.lines.push(ln);
+        });
       });
     });
     var state = { weight: 0.6, x: "step", y: "linear", runOn: page.runs.map(function (_, i) { return i >= page.runs.length - page.on; }) };

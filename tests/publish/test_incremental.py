@@ -2,6 +2,7 @@
 (and the pages that list it), the other runs' files are hard links to the live build's."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -151,3 +152,57 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
     again = build(archive, out, config=Config(), cache=cache, source_date_epoch=1)  # reuses every run
     assert again.runs == 3 and manifest.verify(out) == []
     assert {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")} == pages
+
+
+def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path, monkeypatch):
+    """A comparison page's curves come in pieces of a few runs: a rebuild after one log grew
+    draws only the pieces holding its run, takes the others as the last build kept them, and
+    gives the very pages a build from scratch gives (also when the kept pieces are damaged)."""
+    from sitegen import compare
+    from sitegen.store import Store
+
+    monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
+    root = tmp_path / "logs"
+    for p in range(2):
+        for i in range(8):
+            write_run(root / f"proj{p}" / "model" / f"run{i}", tags=["loss", "acc"], steps=60, seed=10 * p + i, start=1.7e9 + i)
+    drawn: list[list[str]] = []
+    overlay = compare._overlay
+    monkeypatch.setattr(compare, "_overlay", lambda group, labels, runs, *a: (
+        drawn.append([group.runs[i].slug for i in runs]) or overlay(group, labels, runs, *a)))
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive=root, out=out, config=Config(), cache=cache, jobs=1)
+    first = list(drawn)
+    assert len(first) > 6  # several pieces per page
+    grown = root / "proj1" / "model" / "run5"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["loss", "acc"], steps=90, seed=15, start=1.7e9 + 5)
+    drawn.clear()
+    build(archive=root, out=out, config=Config(), cache=cache, jobs=1)
+    slug = slugify("proj1/model/run5")
+    assert drawn and all(slug in part for part in drawn), drawn  # only the pieces of the grown run
+    assert len(drawn) == 3  # its piece on the whole-archive, project and model pages
+
+    def pages(site: Path) -> dict[str, bytes]:
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().glob("compare/*/index.html")}
+
+    build(archive=root, out=tmp_path / "fresh", config=Config(), use_cache=False, jobs=1)
+    assert pages(out) == pages(tmp_path / "fresh")
+    # damaged pieces (cut short, bytes changed, a head of the wrong shape, not a pieces file)
+    # are drawn again, to the same pages
+    kept = sorted((cache / "pages").glob("*"))
+    assert kept and Store(cache).get_pieces("all")
+    for k, victim in enumerate(kept):
+        data = bytearray(victim.read_bytes())
+        if k % 4 == 0:
+            data = data[:-7]
+        elif k % 4 == 1:
+            data[-20] ^= 0x20
+        elif k % 4 == 2:
+            head = json.dumps({"x": [1]}).encode()
+            data = data[:8] + len(head).to_bytes(8, "little") + (0).to_bytes(4, "little") + head
+        else:
+            data = b"{}"
+        victim.write_bytes(bytes(data))
+    build(archive=root, out=out, config=Config(), cache=cache, jobs=1, source_date_epoch=1)
+    assert pages(out) == pages(tmp_path / "fresh")

@@ -90,7 +90,7 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
         data = page_payload(folder / "index.html")
         cols = []
         if data.get("kind") == "compare":
-            cols = [tg[c] for tg in data["tags"] for c in ("x", "y", "t")]
+            cols = [part[k] for tg in data["tags"] for part in tg["parts"] for k in (1, 2, 3)]
         else:
             cols = [ch["rows"][c] for ch in data["charts"] if ch["kind"] == "scalar" for c in ("x", "y")]
         cols = [c for c in cols if isinstance(c, dict)]

@@ -92,6 +92,19 @@ def test_tag_and_run_filters(page, example_site: Path):
     assert page.log.errors == [], page.log.errors
 
 
+def test_every_line_belongs_to_its_run(page, example_site: Path):
+    """The curves come in parts of a few runs each (their run indices count from the part's
+    first run): in the page, every line's run is the run it is named after."""
+    _open_all(page, example_site)
+    assert len(page_payload(example_site / "compare" / "all" / "index.html")["tags"][0]["parts"]) > 1
+    wrong = page.evaluate("""() => { const p = window.SITEGEN_PAGE, bad = [];
+        p.tags.forEach(tg => tg.lines.forEach(ln => { const n = p.runs[ln.r].n;
+            if (ln.s !== n && !ln.s.startsWith(n + " · ")) bad.push([tg.tag, ln.s, n]); }));
+        return bad.concat(p.tags.filter(tg => !tg.lines.length).map(tg => [tg.tag])); }""")
+    assert wrong == []
+    assert page.log.errors == [], page.log.errors
+
+
 def test_legend_click_highlights_a_run(page, example_site: Path):
     _open_all(page, example_site)
     chart = ".chart.overlay[data-tag-index='0'] svg"
