@@ -36,9 +36,10 @@ except (ImportError, AttributeError):  # pragma: no cover - other tsdownsample v
 MINMAX_RATIO = 4  # tsdownsample's default
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stats:
-    """Exact statistics of a whole series (before thinning)."""
+    """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one
+    per line of every reused run (5,000 for 500 runs), and a frozen dataclass is made 7x slower."""
 
     count: int
     nan: int

@@ -106,7 +106,16 @@ def make_from_hashes(
     if source_date_epoch is not None:
         doc["source_date_epoch"] = int(source_date_epoch)
         doc["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode("ascii")
+    return dump(doc)
+
+
+def dump(doc: dict[str, Any]) -> bytes:
+    """The manifest's bytes: sorted keys, ASCII, and each file on a line of its own (readable,
+    and a diff of two builds shows their files). The C encoder and a line break after every
+    object that ends a member (``},"`` never occurs inside a JSON string, whose quotes are
+    escaped): ``indent`` runs the pure-Python encoder, 30 ms for a 500-run site."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return (text.replace('},"', '},\n"') + "\n").encode("ascii")
 
 
 def read_live(build: Path) -> dict[str, Any]:

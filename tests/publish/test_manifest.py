@@ -45,7 +45,12 @@ def test_same_source_date_epoch_gives_byte_identical_sites(tmp_path, cache_dir):
     for rel, entry in doc["sources"].items():
         size = (EXAMPLE / rel).stat().st_size
         assert entry["size"] == size and entry["decoded"] == [0, size]
-    assert a["manifest.json"] == json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n"
+    # canonical bytes: sorted keys, ASCII, one line per file (paths with quotes and braces too)
+    assert a["manifest.json"] == manifest.dump(doc)
+    lines = a["manifest.json"].decode("ascii").splitlines()
+    assert all(line.count('"sha256":') <= 1 for line in lines) and len(lines) >= len(doc["files"]) + len(doc["sources"])
+    odd = {"files": {'a},"b/{"x":1},"': {"sha256": "0", "size": 1}, "c": {"size": 2}}, "note": 'q"},"\u2028'}
+    assert json.loads(manifest.dump(odd)) == odd
 
 
 def test_no_timestamp_without_source_date_epoch(built_site):
