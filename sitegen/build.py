@@ -321,7 +321,7 @@ def kept_pieces(store: Store, keys: dict[str, str]) -> compare.Kept | None:
     are there too: see :func:`stored_points`)."""
     if store.root is None:
         return None
-    return compare.Kept(keys, summary.code_fingerprint(), store.get_pieces, store.put_pieces)
+    return compare.Kept(keys, summary.code_fingerprint(), store.get_piece, store.put_pieces)
 
 
 class EarlyGroups:

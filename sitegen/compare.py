@@ -134,12 +134,12 @@ class Kept:
     """The pieces of comparison pages kept between builds (see :func:`overlay_data`).
 
     ``keys``: the input key of each run (by slug) whose points come from the store, ``salt``:
-    the code (a piece is reused only with the code that drew it), ``get(slug)`` / ``put(slug,
-    pieces)``: a page's pieces of the last build, and this build's."""
+    the code (a piece is reused only with the code that drew it), ``get(slug, key)``: a piece of
+    a page kept by the last build, ``put(slug, pieces)``: the page's pieces of this build."""
 
     keys: dict[str, str]
     salt: str
-    get: Callable[[str], dict]
+    get: Callable[[str, str], list | None]
     put: Callable[[str, dict], None]
 
 
@@ -206,20 +206,17 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
             used += lines_per_run[i]
         dropped = len(runs) - len(keep)
         runs = sorted(keep)
-    old = kept.get(group.slug) if kept is not None else {}
     drawn: dict[Any, list] = {}
     parts = _cuts(group, runs)
     while True:
-        keyed = [_piece(group, labels, part, n_out, points, kept, old, drawn) for part in parts]
+        keyed = [_piece(group, labels, part, n_out, points, kept, drawn) for part in parts]
         pieces = [p for _, p in keyed]
         text, tags = _assemble(pieces)
         if len(text) <= budget * 0.9 or n_out <= MIN_POINTS:
             break
         n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / len(text)))
     if kept is not None:
-        new = {k: p for k, p in keyed if k is not None}
-        if new.keys() != old.keys():
-            kept.put(group.slug, new)
+        kept.put(group.slug, {k: p for k, p in keyed if k is not None})
     on = min(DEFAULT_ON, len(runs))
     thinned = any(p[2] for p in pieces)
     text += f',"thinned":{json.dumps(thinned)},"points":{n_out},"dropped":{dropped},"on":{on}'
@@ -228,18 +225,18 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
 
 
 def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None,
-           old: dict, drawn: dict) -> tuple[str | None, list]:
+           drawn: dict) -> tuple[str | None, list]:
     """One piece of the curves, ``[run rows (JSON text), runs, thinned, [[tag, lines, JSON text
     of [lines, x, t, y]], ...]]`` (line records with their run's index in the piece), and its
     key when its runs' points are in the store (they then depend only on the runs' inputs, the
-    labels and the level): taken from the last build's (``old``) when there."""
+    labels and the level): taken from the last build's when there."""
     key = None
     if kept is not None:
         run_keys = [kept.keys.get(group.runs[i].slug) for i in part]
         if None not in run_keys:
             doc = [kept.salt, _level(n_out), [[group.runs[i].slug, k, labels[i]] for i, k in zip(part, run_keys)]]
             key = hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
-            got = drawn.get(key) or old.get(key)
+            got = drawn.get(key) or kept.get(group.slug, key)
             if _well_formed(got):
                 drawn[key] = got
                 return key, got

@@ -190,8 +190,13 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     assert pages(out) == pages(tmp_path / "fresh")
     # damaged pieces (cut short, bytes changed, a head of the wrong shape, not a pieces file)
     # are drawn again, to the same pages
-    kept = sorted((cache / "pages").glob("*"))
-    assert kept and Store(cache).get_pieces("all")
+    kept = sorted(p for p in (cache / "pages").rglob("*") if p.is_file())
+    assert kept and all(Store(cache).get_piece(p.parent.name, p.name) is None for p in kept)  # (folders: hashed slugs)
+    assert any(Store(cache).get_piece("all", p.name) is not None for p in kept)
+    # one file per piece: the pieces of the last build's pages only
+    from testpaths import page_payload
+
+    assert len(kept) == sum(len(page_payload(p)["tags"][0]["base"]) for p in out.resolve().glob("compare/*/index.html"))
     for k, victim in enumerate(kept):
         data = bytearray(victim.read_bytes())
         if k % 4 == 0:
