@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import stat as stat_module
 import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -15,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import compare, executors, manifest, prefetch, publish, remote, render, stamp, summary
+from . import compare, executors, manifest, prefetch, publish, remote, render, rescan, stamp, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -23,6 +24,7 @@ from .hparams import run_hparams
 from .model import ChartLine, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts, grouped_columns
 from .read import READERS
 from .scan import scan
+from .stamp import Tree
 from .store import Store, default_cache_dir
 
 if TYPE_CHECKING:
@@ -363,7 +365,7 @@ def build(
     archive: Path | str, out: Path, *, config: Config, verify: bool = True, cache: Path | str | None = None,
     use_cache: bool = True, jobs: int = 0, keep: int = 3, source_date_epoch: int | None = None,
     progress: Callable[[str, int, int], None] | None = None, executor: str = "local", scheduler: str | None = None,
-    pool: ProcessPoolExecutor | None = None, durable: bool = False,
+    pool: ProcessPoolExecutor | None = None, durable: bool = False, tree: Tree | None = None,
 ) -> BuildResult:
     """Build the site for ``archive`` into ``out`` (replaced atomically).
 
@@ -383,7 +385,9 @@ def build(
     (``scheduler``: its address; None: a local cluster of ``jobs`` workers), see
     :mod:`sitegen.executors`. ``pool``: a :func:`sitegen.executors.local_pool` the caller started
     ahead (and shuts down), used if the build needs worker processes. ``durable``: the build is on
-    storage before it goes live (see :class:`sitegen.publish.Staging`).
+    storage before it goes live (see :class:`sitegen.publish.Staging`). ``tree``: what the
+    command's stat walk saw below ``archive`` (:func:`sitegen.stamp.inputs`), from which a
+    rebuild of an archive that kept its shape takes the last build's scan (:mod:`sitegen.rescan`).
     """
     given = pool
     loc = remote.localize(archive, cache, use_cache=use_cache)
@@ -393,16 +397,25 @@ def build(
     problems: list[Problem] = []
     step = progress or (lambda stage, i, n: None)
     step("scanning", 1, 4)
-    sources = scan(
-        archive, include=config.runs.include, exclude=config.runs.exclude,
-        patterns={"tabular": config.formats.metric_files}, problems=problems,
-    )
+    scan_options = {"include": config.runs.include, "exclude": config.runs.exclude, "tabular": config.formats.metric_files}
+    if tree is not None and tree.root != os.fspath(Path(archive)):
+        tree = None
+    scan_key = rescan.scan_key(Path(archive), scan_options, summary.code_fingerprint())
+    record = rescan.load(cache, Path(out), tree, scan_key)
+    if record is not None:  # the archive kept its shape: the last build's scan
+        sources, real = record.sources, record.real
+        problems.extend(record.problems)
+    else:
+        sources = scan(
+            archive, include=config.runs.include, exclude=config.runs.exclude,
+            patterns={"tabular": config.formats.metric_files}, problems=problems,
+        )
+        real = _realpaths([s.directory for s in sources])
     fams = families(sources)
-    real = _realpaths([s.directory for s in sources])
     dirs = sorted(set(real.values()))
     options = read_options(config, verify=verify)
     assets = render.assets(config.language, store)
-    size = sum(f.stat().st_size for s in sources for f in s.files if f.is_file())
+    size = _log_bytes(sources)
     if executor == "local":
         workers = 1 if size < executors.PARALLEL_MIN_BYTES else (jobs or os.cpu_count() or 1)
     else:
@@ -411,10 +424,12 @@ def build(
     names = [str(d) for d in dirs]
     job_list = [Job(f, options, config, cache, assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems) for f in fams]
     common = summary.common_key(job_list[0]) if job_list else ""
-    keys = [summary.run_key(j, common) for j in job_list]
+    folders = [os.fspath(j.family[0].directory) for j in job_list]
+    keys = [k or summary.run_key(j, common) for j, k in zip(job_list, rescan.keys_for(record, tree, folders, common))]
     site_key = _site_key(keys, assets.urls, scan_problems, Path(archive), source_date_epoch)
     same = _unchanged(Path(out), site_key)
     if same is not None:  # the live build was made from exactly these inputs: nothing to do
+        rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
         step("unchanged", 4, 4)
         publish.tidy(Path(out), keep)
         loc.push()
@@ -579,6 +594,7 @@ def build(
             source_date_epoch=source_date_epoch, hasher=hasher, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
+    rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
 
@@ -597,6 +613,20 @@ def _unchanged(out: Path, site_key: str) -> BuildResult | None:
     unchanged archive then costs a scan and a few stats instead of a new build."""
     live = stamp.whole(out, site_key)
     return None if live is None else BuildResult(out, live.runs, live.files, live.problems)
+
+
+def _log_bytes(sources: list[RunSource]) -> int:
+    """The bytes of the archive's log files (regular files only: one ``stat`` each)."""
+    size = 0
+    for s in sources:
+        for f in s.files:
+            try:
+                st = os.stat(f)
+            except OSError:
+                continue
+            if stat_module.S_ISREG(st.st_mode):
+                size += st.st_size
+    return size
 
 
 def _realpaths(folders: list[Path]) -> dict[Path, Path]:

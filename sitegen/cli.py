@@ -96,7 +96,7 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.archive}: no such archive folder")
     extra = _executor(args, config)
     sde = source_date_epoch()
-    stamp = cache = pool = None
+    stamp = cache = pool = tree = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
         # a local archive with a local cache: first ask whether anything changed at all,
         # before importing the rest of sitegen (see sitegen.stamp)
@@ -104,7 +104,10 @@ def _build(args: argparse.Namespace) -> int:
         from .resources import default_cache_dir
 
         cache = args.cache or default_cache_dir()
-        stamp, size = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
+        tree = stamps.Tree()
+        stamp, size = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config, tree)
+        if stamp is None:
+            tree = None
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
             publish.tidy(args.out, args.keep)
@@ -123,7 +126,7 @@ def _build(args: argparse.Namespace) -> int:
         result = build(
             args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
             use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=sde, progress=progress, pool=pool, durable=args.fsync, **extra,
+            source_date_epoch=sde, progress=progress, pool=pool, durable=args.fsync, tree=tree, **extra,
         )
     finally:
         progress.done()

@@ -18,7 +18,7 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
@@ -43,11 +43,24 @@ class Live:
     problems: list[Problem]
 
 
-def inputs(archive: Path, options: dict, config: Path | None = None) -> tuple[str | None, int]:
+@dataclass
+class Tree:
+    """What the stamp's walk saw below the archive, folder by folder: ``{folder: (device, inode,
+    sub-folder names, [(file name, mode, size, mtime_ns, inode), ...])}`` (a file that cannot
+    be stat'ed has -1 for all four), and whether a folder was reached through a symlink or twice
+    (then nothing is inferred from it: see :mod:`sitegen.rescan`)."""
+
+    root: str = ""
+    dirs: dict[str, tuple[int, int, list[str], list[tuple[str, int, int, int, int]]]] = field(default_factory=dict)
+    linked: bool = False
+
+
+def inputs(archive: Path, options: dict, config: Path | None = None, tree: Tree | None = None) -> tuple[str | None, int]:
     """The stamp of a build of ``archive`` with ``options`` (JSON-able: everything of the command
     line that changes the site) and the config file, None when something cannot be read (then
     the build takes the normal path); and the bytes of every file below the archive, seen on the
-    way (the command line starts worker processes early for a large archive)."""
+    way (the command line starts worker processes early for a large archive). ``tree``: filled
+    with what the walk saw."""
     h = hashlib.sha256()
     size = 0
     try:
@@ -66,7 +79,7 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> tuple[st
                         h.update(_entry(os.path.join(dirpath, name)))
         for name in PACKAGES:
             h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
-        size = _walk(Path(archive), h)
+        size = _walk(Path(archive), h, tree)
     except (OSError, ValueError, ImportError):
         return None, size
     return h.hexdigest(), size
@@ -81,37 +94,59 @@ def package_stamp(name: str) -> str:
     return _entry(spec.origin).decode("utf-8", "surrogatepass")
 
 
-def _entry(path: str, sizes: list[int] | None = None) -> bytes:
+def _entry(path: str) -> bytes:
     try:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass")
-    if sizes is not None:
-        sizes.append(st.st_size)
+    return _line(path, st)
+
+
+def _line(path: str, st: os.stat_result) -> bytes:
     return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
 
 
-def _walk(archive: Path, h) -> int:
+def _walk(archive: Path, h, tree: Tree | None = None) -> int:
     """Every folder and file below the archive, symlinks followed once (as the scan does);
-    returns the files' total size."""
+    returns the files' total size. ``tree``: filled with what was seen."""
     seen: set[tuple[int, int]] = set()
-    sizes: list[int] = []
+    size = 0
+    if tree is not None:
+        tree.root = os.fspath(archive)
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=lambda e: h.update(f"!{e}\n".encode())):
         try:
             st = os.stat(dirpath)
         except OSError as exc:
             h.update(f"{dirpath}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
             dirnames[:] = []
+            if tree is not None:
+                tree.linked = True  # (not a folder the scan can be inferred for)
             continue
         if (st.st_dev, st.st_ino) in seen:
             dirnames[:] = []
+            if tree is not None:
+                tree.linked = True
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames.sort()
-        h.update(_entry(dirpath))
+        h.update(_line(dirpath, st))
+        files = []
         for name in sorted(filenames):
-            h.update(_entry(os.path.join(dirpath, name), sizes))
-    return sum(sizes)
+            path = os.path.join(dirpath, name)
+            try:
+                fst = os.stat(path)
+            except OSError as exc:
+                h.update(f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
+                files.append((name, -1, -1, -1, -1))
+                continue
+            h.update(_line(path, fst))
+            size += fst.st_size
+            files.append((name, fst.st_mode, fst.st_size, fst.st_mtime_ns, fst.st_ino))
+        if tree is not None:
+            tree.dirs[dirpath] = (st.st_dev, st.st_ino, list(dirnames), files)
+            if os.path.islink(dirpath):
+                tree.linked = True
+    return size
 
 
 def whole(out: Path, site_key: str | None = None) -> Live | None:
