@@ -54,6 +54,14 @@ def scan_key(archive: Path, scan_options: Any, code: str) -> str:
 def _shape(tree: Tree, logs: set[str]) -> str:
     """Every folder (name, device, inode) and file name below the archive, and the stats of
     every file that is not in ``logs`` (log files are read, never their names' neighbours)."""
+    memo = _digests(tree).shapes
+    got = memo.get(frozenset(logs))
+    if got is None:
+        got = memo[frozenset(logs)] = _shape_of(tree, logs)
+    return got
+
+
+def _shape_of(tree: Tree, logs: set[str]) -> str:
     h = hashlib.sha256()
     for path in sorted(tree.dirs):
         dev, ino, subdirs, files = tree.dirs[path]
@@ -66,13 +74,23 @@ def _shape(tree: Tree, logs: set[str]) -> str:
 
 
 class _Digests:
-    """The digest of everything below each folder (its files' stats, its sub-folders')."""
+    """The digest of everything below each folder (its files' stats, its sub-folders'), each
+    computed once per tree (a build asks for each run's twice: to reuse its key, to record it)."""
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
         self.names = sorted(tree.dirs)
+        self.memo: dict[str, str | None] = {}
+        self.shapes: dict[frozenset, str] = {}
 
     def below(self, folder: str) -> str | None:
+        got = self.memo.get(folder, "")
+        if got != "":
+            return got
+        got = self.memo[folder] = self._below(folder)
+        return got
+
+    def _below(self, folder: str) -> str | None:
         if folder not in self.tree.dirs:
             return None
         prefix = folder.rstrip("/") + "/"
@@ -87,6 +105,18 @@ class _Digests:
         while i < len(self.names) and self.names[i].startswith(prefix):
             yield self.names[i]
             i += 1
+
+
+_MEMO: dict[int, tuple[Tree, _Digests]] = {}
+
+
+def _digests(tree: Tree) -> _Digests:
+    """The digests of ``tree``, made once per tree."""
+    got = _MEMO.get(id(tree))
+    if got is None or got[0] is not tree:
+        _MEMO.clear()
+        got = _MEMO[id(tree)] = (tree, _Digests(tree))
+    return got[1]
 
 
 def _slot(cache: Path, out: Path) -> Path:
@@ -120,7 +150,7 @@ def keys_for(record: Record | None, tree: Tree | None, folders: list[str], commo
     be computed)."""
     if record is None or tree is None or record.common != common:
         return [None] * len(folders)
-    digests = _Digests(tree)
+    digests = _digests(tree)
     out: list[str | None] = []
     for folder in folders:
         kept = record.keys.get(folder)
@@ -134,7 +164,7 @@ def save(cache: Path | None, out: Path, tree: Tree | None, key: str, sources: li
     folder was reached through a symlink: the next build scans then anyway)."""
     if cache is None or tree is None or tree.linked:
         return
-    digests = _Digests(tree)
+    digests = _digests(tree)
     logs = {os.fspath(x) for s in sources if s.format in NAMED for x in s.files}
     doc = {
         "key": key, "root": tree.root, "shape": _shape(tree, logs), "common": common,
