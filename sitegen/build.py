@@ -177,6 +177,7 @@ class RunResult:
     digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the store (the run's points are read from there)
+    doc: bytes = b""  # the summary's JSON text, as the store keeps it (packed for the next build)
 
 
 def light(run: SiteRun) -> SiteRun:
@@ -215,9 +216,11 @@ def keep_run(result: RunResult, writer: publish.Writer, store: Store, key: str) 
     pages = page_names(result.files)
     for rel in pages:
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-    kept = store.put_summary(key, *summary.to_doc(
+    text = store.put_summary(key, *summary.to_doc(
         result.run, result.hparams, pages, result.problems, result.sources, result.digests))
-    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept)
+    kept = text is not None
+    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept,
+                   doc=text or b"")
 
 
 def page_names(files: dict[str, bytes]) -> list[str]:
@@ -464,8 +467,9 @@ def build(
         same = [i for i, (slug, key) in enumerate(zip(slugs, keys)) if previous.get(slug) == key]
         own = {i: list(stage.old_under(f"runs/{slugs[i]}/")) for i in same}
         wait_links = stage.link_many([rel for i in same for rel in own[i]])
-        store.read_ahead([keys[i] for i in same])
-        reused = {i: _reuse(store, keys[i]) for i in same}
+        pack = store.get_pack(stamp.slot_name(Path(out))) if same else {}
+        store.read_ahead([keys[i] for i in same if keys[i] not in pack])
+        reused = {i: _reuse(store, keys[i], pack.get(keys[i])) for i in same}
         missing = wait_links()
         for i, got in reused.items():
             if got is None or missing.intersection(own[i]) or not set(got[1]) <= set(own[i]):
@@ -594,6 +598,7 @@ def build(
             source_date_epoch=source_date_epoch, hasher=hasher, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
+    store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc})
     rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
@@ -677,10 +682,18 @@ def _inputs(job: Job, store: Store) -> list[str]:
     return [str(f) for f in logs] + [e for e in map(store.entry_file, logs) if e is not None]
 
 
-def _reuse(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
-    """A run whose inputs did not change, from its summary in the store, and the names of its
-    pages (linked from the live build); None when the store lost it."""
-    doc = store.get_summary(key)
+def _reuse(store: Store, key: str, packed: tuple[dict, bytes] | None = None) -> tuple[RunResult, list[str]] | None:
+    """A run whose inputs did not change, from its summary (``packed`` by the last build, else
+    from the store), and the names of its pages (linked from the live build); None when the
+    store lost it."""
+    if packed is not None:
+        doc, text = packed
+    else:
+        text = store.summary_text(key)
+        try:
+            doc = None if text is None else json.loads(text)
+        except ValueError:
+            doc = None
     if doc is None:
         return None
     try:
@@ -689,7 +702,7 @@ def _reuse(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)
         return None
-    return RunResult(run, hp, {}, problems, sources, digests, stored=True), pages
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True, doc=bytes(text)), pages
 
 
 def report(problems: list[Problem]) -> bytes:

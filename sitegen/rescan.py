@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import Problem
 from .model import RunSource
-from .stamp import Tree
+from .stamp import Tree, slot_name
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,7 @@ def _digests(tree: Tree) -> _Digests:
 
 
 def _slot(cache: Path, out: Path) -> Path:
-    name = hashlib.sha256(str(Path(out).absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return Path(cache) / "stamps" / f"{name}.scan.json"
+    return Path(cache) / "stamps" / f"{slot_name(out)}.scan.json"
 
 
 def load(cache: Path | None, out: Path, tree: Tree | None, key: str) -> Record | None:

@@ -172,9 +172,14 @@ def whole(out: Path, site_key: str | None = None) -> Live | None:
     return Live(live, doc, runs, files, problems)
 
 
+def slot_name(out: Path) -> str:
+    """The name of what the cache keeps for the site at ``out`` (its stamp, its scan record, its
+    packed run summaries)."""
+    return hashlib.sha256(str(Path(out).absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
 def _slot(cache: Path, out: Path) -> Path:
-    name = hashlib.sha256(str(Path(out).absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return Path(cache) / "stamps" / f"{name}.json"
+    return Path(cache) / "stamps" / f"{slot_name(out)}.json"
 
 
 def unchanged(out: Path, cache: Path, stamp: str | None) -> Live | None:

@@ -211,3 +211,34 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
         victim.write_bytes(bytes(data))
     build(archive=root, out=out, config=Config(), cache=cache, jobs=1, source_date_epoch=1)
     assert pages(out) == pages(tmp_path / "fresh")
+
+
+def test_a_rebuild_reuses_runs_from_the_packed_summaries(archive: Path, tmp_path: Path, monkeypatch):
+    """A build packs its runs' summaries in one file; the next build reuses unchanged runs from
+    it without opening their summaries one by one, and from the summaries when the pack is
+    damaged or missing: the same site every time."""
+    from sitegen import stamp
+    from sitegen.store import Store
+
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, config=Config(), cache=cache)
+    pack = cache / "packs" / stamp.slot_name(out)
+    runs = json.loads((out / "manifest.json").read_bytes())["runs"]
+    assert set(Store(cache).get_pack(pack.name)) == {key for slug, key in runs.items() if not slug.startswith("compare/")}
+    packed = Store(cache).get_pack(pack.name)
+    assert len(packed) == 3 and all(doc == json.loads(text) for doc, text in packed.values())
+    opened: list[str] = []
+    summary_text = Store.summary_text
+    monkeypatch.setattr(Store, "summary_text", lambda self, key: opened.append(key) or summary_text(self, key))
+
+    def pages(site: Path) -> dict[str, bytes]:
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*.html")}
+
+    first = pages(out)
+    for epoch, damage in ((1, None), (2, lambda b: b[:-5]), (3, lambda b: b[:-40] + b"x" * 40), (4, lambda b: b"")):
+        if damage is not None:
+            pack.write_bytes(damage(pack.read_bytes()))
+        opened.clear()
+        build(archive, out, config=Config(), cache=cache, source_date_epoch=epoch)  # every run reused
+        assert pages(out) == first
+        assert len(opened) == (0 if damage is None else 3), (epoch, opened)
