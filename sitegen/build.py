@@ -177,7 +177,7 @@ class RunResult:
     digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the store (the run's points are read from there)
-    doc: bytes = b""  # the summary's JSON text, as the store keeps it (packed for the next build)
+    doc: dict | None = None  # the summary as the store keeps it (packed for the next build)
 
 
 def light(run: SiteRun) -> SiteRun:
@@ -219,8 +219,9 @@ def keep_run(result: RunResult, writer: publish.Writer, store: Store, key: str) 
     text = store.put_summary(key, *summary.to_doc(
         result.run, result.hparams, pages, result.problems, result.sources, result.digests))
     kept = text is not None
+    # the summary as the next build reads it back (plain JSON data: lists, string keys, floats)
     return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept,
-                   doc=text or b"")
+                   doc=json.loads(text) if kept else None)
 
 
 def page_names(files: dict[str, bytes]) -> list[str]:
@@ -470,7 +471,10 @@ def build(
         pack = store.get_pack(stamp.slot_name(Path(out))) if same else {}
         store.read_ahead([keys[i] for i in same if keys[i] not in pack])
         reused = {i: _reuse(store, keys[i], pack.get(keys[i])) for i in same}
-        missing = wait_links()
+        # the links take as long as the rest of this stage: when every unchanged run can be
+        # reused, they are checked only once the changed runs are drawn (see ``lost`` below)
+        later = executor == "local" and all(got is not None and set(got[1]) <= set(own[i]) for i, got in reused.items())
+        missing = set() if later else wait_links()
         for i, got in reused.items():
             if got is None or missing.intersection(own[i]) or not set(got[1]) <= set(own[i]):
                 stage.unlink(own[i])  # drawn again
@@ -539,6 +543,18 @@ def build(
                 keys_of[results[frontier].run.slug] = keys[frontier]
                 early.add(frontier, results[frontier].run)
                 frontier += 1
+        if later:  # reused runs whose files could not be linked (the live build lost them, or a
+            # power cut left them empty): drawn again now (their keys, and pages, are the same)
+            missing = wait_links()
+            lost = [i for i in same if missing.intersection(own[i])]
+            for i in lost:
+                stage.unlink(own[i])
+                stored.discard(results[i].run.slug)
+            for i, result in zip(lost, run_all([dispatch(i) for i in lost], workers=1)):
+                stage.adopt(result.written)
+                results[i] = result
+                if result.stored:
+                    stored.add(result.run.slug)
 
         done = [r for r in results if r is not None]
         for r, key in zip(done, keys):
@@ -598,7 +614,7 @@ def build(
             source_date_epoch=source_date_epoch, hasher=hasher, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
-    store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc})
+    store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc is not None})
     rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
@@ -682,18 +698,11 @@ def _inputs(job: Job, store: Store) -> list[str]:
     return [str(f) for f in logs] + [e for e in map(store.entry_file, logs) if e is not None]
 
 
-def _reuse(store: Store, key: str, packed: tuple[dict, bytes] | None = None) -> tuple[RunResult, list[str]] | None:
+def _reuse(store: Store, key: str, packed: dict | None = None) -> tuple[RunResult, list[str]] | None:
     """A run whose inputs did not change, from its summary (``packed`` by the last build, else
     from the store), and the names of its pages (linked from the live build); None when the
     store lost it."""
-    if packed is not None:
-        doc, text = packed
-    else:
-        text = store.summary_text(key)
-        try:
-            doc = None if text is None else json.loads(text)
-        except ValueError:
-            doc = None
+    doc = packed if packed is not None else store.get_summary(key)
     if doc is None:
         return None
     try:
@@ -702,7 +711,7 @@ def _reuse(store: Store, key: str, packed: tuple[dict, bytes] | None = None) -> 
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)
         return None
-    return RunResult(run, hp, {}, problems, sources, digests, stored=True, doc=bytes(text)), pages
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True, doc=doc), pages
 
 
 def report(problems: list[Problem]) -> bytes:
