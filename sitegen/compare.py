@@ -167,7 +167,7 @@ def _cuts(group: Group, runs: list[int]) -> list[list[int]]:
     part: list[int] = []
     for i in runs:
         part.append(i)
-        if zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % PIECE_RUNS == 0 or len(part) >= 4 * PIECE_RUNS:
+        if zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % PIECE_RUNS == 0 or len(part) >= 2 * PIECE_RUNS:
             out.append(part)
             part = []
     if part:
