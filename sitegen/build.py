@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import marshal
 import os
 import re
 import stat as stat_module
@@ -177,7 +178,7 @@ class RunResult:
     digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the store (the run's points are read from there)
-    doc: dict | None = None  # the summary as the store keeps it (packed for the next build)
+    doc: bytes = b""  # the summary as the store keeps it, in marshal's format (packed for the next build)
 
 
 def light(run: SiteRun) -> SiteRun:
@@ -221,7 +222,7 @@ def keep_run(result: RunResult, writer: publish.Writer, store: Store, key: str) 
     kept = text is not None
     # the summary as the next build reads it back (plain JSON data: lists, string keys, floats)
     return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept,
-                   doc=json.loads(text) if kept else None)
+                   doc=marshal.dumps(json.loads(text)) if kept else b"")
 
 
 def page_names(files: dict[str, bytes]) -> list[str]:
@@ -614,7 +615,7 @@ def build(
             source_date_epoch=source_date_epoch, hasher=hasher, runs=run_keys, site_key=site_key,
         ))
         stage.commit()
-    store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc is not None})
+    store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc})
     rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
@@ -698,11 +699,19 @@ def _inputs(job: Job, store: Store) -> list[str]:
     return [str(f) for f in logs] + [e for e in map(store.entry_file, logs) if e is not None]
 
 
-def _reuse(store: Store, key: str, packed: dict | None = None) -> tuple[RunResult, list[str]] | None:
-    """A run whose inputs did not change, from its summary (``packed`` by the last build, else
-    from the store), and the names of its pages (linked from the live build); None when the
-    store lost it."""
-    doc = packed if packed is not None else store.get_summary(key)
+def _reuse(store: Store, key: str, packed: bytes | None = None) -> tuple[RunResult, list[str]] | None:
+    """A run whose inputs did not change, from its summary (``packed`` by the last build, in
+    marshal's format, else from the store), and the names of its pages (linked from the live
+    build); None when the store lost it."""
+    doc = None
+    if packed is not None:
+        try:
+            doc = marshal.loads(packed)
+        except (ValueError, EOFError, TypeError):
+            packed = None
+    if doc is None:
+        doc = store.get_summary(key)
+        packed = None
     if doc is None:
         return None
     try:
@@ -711,7 +720,7 @@ def _reuse(store: Store, key: str, packed: dict | None = None) -> tuple[RunResul
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)
         return None
-    return RunResult(run, hp, {}, problems, sources, digests, stored=True, doc=doc), pages
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True, doc=packed or marshal.dumps(doc)), pages
 
 
 def report(problems: list[Problem]) -> bytes:

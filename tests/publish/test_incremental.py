@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import shutil
 import sys
@@ -226,7 +227,7 @@ def test_a_rebuild_reuses_runs_from_the_packed_summaries(archive: Path, tmp_path
     runs = json.loads((out / "manifest.json").read_bytes())["runs"]
     assert set(Store(cache).get_pack(pack.name)) == {key for slug, key in runs.items() if not slug.startswith("compare/")}
     packed = Store(cache).get_pack(pack.name)
-    assert len(packed) == 3 and all(doc == Store(cache).get_summary(key) for key, doc in packed.items())
+    assert len(packed) == 3 and all(marshal.loads(doc) == Store(cache).get_summary(key) for key, doc in packed.items())
     opened: list[str] = []
     get_summary = Store.get_summary
     monkeypatch.setattr(Store, "get_summary", lambda self, key: opened.append(key) or get_summary(self, key))
