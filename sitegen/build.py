@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import compare, executors, manifest, prefetch, publish, remote, render, rescan, stamp, summary
+from . import compare, executors, forks, manifest, prefetch, publish, remote, render, rescan, stamp, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -293,16 +293,18 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     return writer.hashes
 
 
-def share(groups: list[compare.Group], workers: int, runs: int) -> tuple[list[compare.Group], list[compare.Group]]:
+def share(groups: list[compare.Group], workers: int, runs: int,
+          cost: float = 1.6) -> tuple[list[compare.Group], list[compare.Group]]:
     """Comparison pages for the workers (largest first) and for this process, which also draws
-    the index of ``runs`` runs: balanced by run count, a page sent to a worker costing 60%
-    more (its runs' summaries are pickled and sent; measured on a 500-run page)."""
+    the index of ``runs`` runs: balanced by run count, a page sent to a worker costing
+    ``cost`` times more (a spawned worker's: its runs' summaries are pickled and sent, 60% more
+    measured on a 500-run page; a forked child has them already)."""
     loads = [0.0] * workers + [0.3 * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
-        cost = len(g.runs) + 5
-        k = min(range(len(loads)), key=lambda k: loads[k] + cost * (1.0 if k == workers else 1.6))
-        loads[k] += cost * (1.0 if k == workers else 1.6)
+        size = len(g.runs) + 5
+        k = min(range(len(loads)), key=lambda k: loads[k] + size * (1.0 if k == workers else cost))
+        loads[k] += size * (1.0 if k == workers else cost)
         lanes[k].append(g)
     theirs = sorted((g for lane in lanes[:-1] for g in lane), key=lambda g: -len(g.runs))
     return theirs, lanes[-1]
@@ -574,18 +576,32 @@ def build(
                 skip.add(g.slug)
         held = {slug: run_keys[slug] for slug in stored}
         runs, hps = [r.run for r in done], [r.hparams for r in done]
-        if pool is None:  # few runs drawn: sending pages to workers would cost more than it saves
-            render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip),
+        hp_of = {id(r): hp for r, hp in zip(runs, hps)}
+
+        def group_job(g: compare.Group) -> GroupJob:
+            return GroupJob(g, [hp_of[id(r)] for r in g.runs], config, assets.urls, cache,
+                            {r.slug: held[r.slug] for r in g.runs if r.slug in held},
+                            Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
+
+        pages = [g for g in groups if g.slug not in skip]
+        helper = None
+        if pool is None and executor == "local" and len(pages) > 1:
+            # few runs drawn, no workers: a forked child draws part of the comparison pages while
+            # this process draws the rest and the index (see sitegen.forks; where it cannot fork,
+            # or the child fails, this process draws them all)
+            theirs, mine = share(pages, 1, len(runs), cost=1.0)
+            helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs])
+            stack.callback(helper.stop)
+        if pool is None:  # few runs drawn: sending pages to spawned workers would cost more than it saves
+            forked = frozenset(g.slug for g in theirs) if helper is not None and helper.pid else frozenset()
+            render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip) | forked,
                                points=stored_points(store, held), kept=kept_pieces(store, held), write=stage.write)
+            if forked:
+                got = helper.result()
+                for hashes in got if got is not None else map(draw_group, map(group_job, theirs)):
+                    stage.adopt(hashes)
         else:  # the comparison pages shared between the workers and this process, which also draws the index
-            hp_of = {id(r): hp for r, hp in zip(runs, hps)}
-
-            def group_job(g: compare.Group) -> GroupJob:
-                return GroupJob(g, [hp_of[id(r)] for r in g.runs], config, assets.urls, cache,
-                                {r.slug: held[r.slug] for r in g.runs if r.slug in held},
-                                Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
-
-            theirs, mine = share([g for g in groups if g.slug not in skip], pool_size, len(runs))
+            theirs, mine = share(pages, pool_size, len(runs))
 
             def here() -> None:
                 for rel, data in render.index_files(runs, hps, groups, config, assets, problems).items():

@@ -163,6 +163,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     from sitegen.store import Store
 
     monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
+    monkeypatch.setenv("SITEGEN_NO_FORK", "1")  # every page drawn here, where ``drawn`` sees it
     root = tmp_path / "logs"
     for p in range(2):
         for i in range(8):
