@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from . import compare, executors, forks, manifest, prefetch, publish, remote, render, rescan, stamp, summary
+from . import compare, executors, forks, manifest, prefetch, publish, render, rescan, stamp, summary
 from .config import Config
 from .downsample import downsample
 from .errors import Problem, scalar_problems
@@ -397,7 +397,7 @@ def build(
     rebuild of an archive that kept its shape takes the last build's scan (:mod:`sitegen.rescan`).
     """
     given = pool
-    loc = remote.localize(archive, cache, use_cache=use_cache)
+    loc = _localize(archive, cache, use_cache)
     archive, cache = loc.archive, loc.cache
     cache = (cache or default_cache_dir()) if use_cache else None
     store = Store(cache)
@@ -635,6 +635,26 @@ def build(
     rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
+
+
+class _Local:
+    """A local archive and cache: nothing to mirror, pull or push."""
+
+    def __init__(self, archive: Path | str, cache: Path | str | None) -> None:
+        self.archive, self.cache = Path(archive), None if cache is None else Path(cache)
+
+    def push(self) -> None:
+        pass
+
+
+def _localize(archive: Path | str, cache: Path | str | None, use_cache: bool):
+    """The local folders of the build (:func:`sitegen.remote.localize`); :mod:`sitegen.remote`
+    (5 ms of imports) only for a URL."""
+    if not any(isinstance(s, str) and "://" in s for s in (archive, cache)):
+        return _Local(archive, cache)
+    from . import remote
+
+    return remote.localize(archive, cache, use_cache=use_cache)
 
 
 def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path,

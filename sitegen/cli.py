@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _path_or_url(s: str) -> Path | str:
     """A URL stays a string (``Path`` would turn ``s3://b/k`` into ``s3:/b/k``)."""
+    if "://" not in s:  # (sitegen.remote costs a build of a local archive 5 ms of imports)
+        return Path(s)
     from .remote import is_url
 
     return s if is_url(s) else Path(s)

@@ -14,11 +14,6 @@ from typing import Any
 
 from .errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on older Pythons only
-    import tomli as tomllib
-
 log = logging.getLogger(__name__)
 LANGUAGES = ("en", "zh-CN")
 
@@ -132,6 +127,10 @@ def load_config(path: str | Path | None) -> Config:
     """Read a config file (``None``: the defaults). Raises ConfigError listing every problem."""
     if path is None:
         return Config()
+    if sys.version_info >= (3, 11):  # (here: a build without a config file never needs it)
+        import tomllib
+    else:  # pragma: no cover - exercised on older Pythons only
+        import tomli as tomllib
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -14,6 +14,7 @@ a fork only ever makes a build faster, never different.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import sys
@@ -65,6 +66,9 @@ class Child:
         if pid == 0:  # the child: never returns into the caller's code
             code = 1
             try:
+                # no collections in the child: a full one would touch (and so copy) every page it
+                # shares with the parent; it lives for a few pages' work
+                gc.disable()
                 os.close(read)
                 data = pickle.dumps(work(), pickle.HIGHEST_PROTOCOL)
                 view = memoryview(data)

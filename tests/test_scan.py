@@ -55,3 +55,19 @@ def test_include_exclude_globs_select_whole_families(tmp_path: Path):
     _touch(tmp_path / "nlp/m/r1/events.out.tfevents.1.host")
     assert [r.name for r in scan(tmp_path, include=("vision/*",))] == ["vision/m/r1", "vision/m/r1/loss/train"]
     assert [r.name for r in scan(tmp_path, exclude=("vision/*",))] == ["nlp/m/r1"]
+
+
+def test_readers_load_when_asked_for_and_know_their_own_keys():
+    """``READERS`` imports a reader on first use (a rebuild that takes the last scan reads only
+    its changed runs' formats); every reader's ``FORMAT`` is its key, in the scan's order."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from sitegen.read import READERS; "
+            "assert not any(m.startswith('sitegen.read.') for m in sys.modules), sorted(sys.modules); "
+            "READERS['tabular']; loaded = sorted(m for m in sys.modules if m.startswith('sitegen.read.')); "
+            "assert 'sitegen.read.tabular' in loaded and 'sitegen.read.mlflow' not in loaded, loaded; "
+            "print(','.join(f'{k}={v.FORMAT}' for k, v in READERS.items()))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "tfevents=tfevents,visualdl=visualdl,mlflow=mlflow,tabular=tabular"

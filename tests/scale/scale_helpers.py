@@ -87,10 +87,10 @@ def build_supports_executor() -> bool:
 
 
 def build_supports_urls() -> bool:
-    """True once build() localizes URL archives and caches itself (it imports sitegen.remote)."""
+    """True once build() localizes URL archives and caches itself (through sitegen.remote)."""
     import sitegen.build as B
 
-    return getattr(B, "remote", None) is not None
+    return hasattr(B, "_localize")
 
 
 def build_site(archive, out: Path, *, cache: Path, executor: str = "local", scheduler: str | None = None,
