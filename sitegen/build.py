@@ -294,15 +294,16 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
 
 
 def share(groups: list[compare.Group], workers: int, runs: int,
-          cost: float = 1.6) -> tuple[list[compare.Group], list[compare.Group]]:
+          cost: float = 1.6, fixed: int = 5) -> tuple[list[compare.Group], list[compare.Group]]:
     """Comparison pages for the workers (largest first) and for this process, which also draws
     the index of ``runs`` runs: balanced by run count, a page sent to a worker costing
     ``cost`` times more (a spawned worker's: its runs' summaries are pickled and sent, 60% more
-    measured on a 500-run page; a forked child has them already)."""
+    measured on a 500-run page; a forked child has them already). ``fixed``: a page's cost
+    beyond its runs, in runs (a 10-run page took 5-10 ms, a 500-run page 40-70 ms)."""
     loads = [0.0] * workers + [0.3 * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
-        size = len(g.runs) + 5
+        size = len(g.runs) + fixed
         k = min(range(len(loads)), key=lambda k: loads[k] + size * (1.0 if k == workers else cost))
         loads[k] += size * (1.0 if k == workers else cost)
         lanes[k].append(g)
@@ -485,6 +486,11 @@ def build(
                 results[i] = got[0]
                 stored.add(got[0].run.slug)
         todo = [i for i, r in enumerate(results) if r is None]
+        if same and len(todo) < MIN_PARALLEL_RUNS:
+            # a rebuild that reuses nearly every run has done its bulk: the builds past --keep
+            # are removed now, beside the few runs drawn here (at the end the removal shared the
+            # second core with the comparison pages' forked helper, and the commit waited for it)
+            stage.retire_old()
         if executor == "local" and workers > 1 and len(todo) >= MIN_PARALLEL_RUNS and pool is None:  # reuse failed
             pool = given or stack.enter_context(executors.local_pool(workers))
             pool_size = workers
@@ -589,7 +595,7 @@ def build(
             # few runs drawn, no workers: a forked child draws part of the comparison pages while
             # this process draws the rest and the index (see sitegen.forks; where it cannot fork,
             # or the child fails, this process draws them all)
-            theirs, mine = share(pages, 1, len(runs), cost=1.0)
+            theirs, mine = share(pages, 1, len(runs), cost=1.0, fixed=40)
             helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs])
             stack.callback(helper.stop)
         if pool is None:  # few runs drawn: sending pages to spawned workers would cost more than it saves
