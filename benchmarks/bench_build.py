@@ -106,9 +106,11 @@ def append_records(path: Path, first_step: int, count: int, seed: int) -> None:
         f.write(data[skip:])
 
 
-def sitegen_build(archive: Path, out: Path, cache: Path) -> dict:
+def sitegen_build(archive: Path, out: Path, cache: Path, *, sample: bool = False) -> dict:
+    """One timed build; ``sample``: also sample the tree's memory (the memory rows), which
+    costs the build some of a core (see ``common.measure``)."""
     argv = [sys.executable, "-m", "sitegen", "build", str(archive), "--out", str(out), "--cache", str(cache), "--quiet"]
-    r = c.measure(argv)
+    r = c.measure(argv, sample=sample)
     return {"seconds": r["wall_s"], "peak_rss": r["peak_rss"], "tree_rss": r["tree_rss"]}
 
 
@@ -191,7 +193,8 @@ def main() -> None:
         return sitegen_build(archive, out, cache)
 
     # minus the brain.Event:2 records
-    full_r, rust_r = paired(cold, lambda: c.rust_server_load(archive, expect_points=info["records"] - runs), args.repeat)
+    full_r, rust_r = paired(cold, lambda: c.rust_server_load(archive, expect_points=info["records"] - runs, sample=False),
+                            args.repeat)
     full = row("full build, cold cache", full_r)
     row("rebuild, unchanged", best(lambda: sitegen_build(archive, out, cache), args.repeat))
     files = [next(_run_dir(archive, r).iterdir()) for r in (1, runs // 2, runs - 2)]
@@ -220,17 +223,19 @@ def main() -> None:
 
 
 def _memory(args, res, row, work, archive, runs, mem_runs, full, tag) -> None:
+    # (memory rows: sampled builds of their own; the timed builds above run unsampled)
     if mem_runs == runs:
-        base, base_row = archive, full
+        base = archive
     else:
         base, _ = make_archive(mem_runs, tag)
         c.warm(base)
-        base_row = row(f"full build, {mem_runs}-run archive, cold cache", sitegen_build(base, work / "site-m", work / "cache-m"))
+    base_row = row(f"full build, {mem_runs}-run archive, cold cache, memory sampled",
+                   sitegen_build(base, work / "site-m", work / "cache-m", sample=True))
     base_row["runs"] = mem_runs
     big = make_copies(base, args.copies)
     c.warm(big)
-    big_row = row(f"full build, {args.copies}x {mem_runs}-run archive, cold cache",
-                  sitegen_build(big, work / "site4", work / "cache4"))
+    big_row = row(f"full build, {args.copies}x {mem_runs}-run archive, cold cache, memory sampled",
+                  sitegen_build(big, work / "site4", work / "cache4", sample=True))
     big_row["runs"] = mem_runs * args.copies
     base_row["mem_base"] = True
     big_row["mem_big"] = True

@@ -284,20 +284,40 @@ class TreeSampler:
         return self.peak
 
 
-def measure(argv: list[str], *, timeout: float = 3600) -> dict:
+def measure(argv: list[str], *, timeout: float = 3600, sample: bool = True) -> dict:
     """Run ``argv`` in a fresh process; return its JSON result (last stdout line) plus
     ``wall_s`` (process start to exit), ``peak_rss`` (largest single process, getrusage of the
-    children) and ``tree_rss`` (sampled sum over the process tree)."""
-    import resource
+    children) and ``tree_rss`` (sampled sum over the process tree).
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
-    sampler = TreeSampler(p.pid)
-    out, err = p.communicate(timeout=timeout)
-    wall = time.perf_counter() - t
-    tree = sampler.stop()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    ``sample=False``: no sampler, for timings (``peak_rss`` and ``tree_rss`` None): it walks
+    ``/proc`` every 20 ms on one of the machine's two cores, which a short build (or one whose
+    processes use both cores) loses. (The child's own rusage cannot stand in: its peak counts
+    the copy of this large process it was forked from, before the exec.)"""
+    import resource
+    import tempfile
+
+    if not sample:
+        with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+            t = time.perf_counter()
+            p = subprocess.Popen(argv, stdout=out_f, stderr=err_f, text=True, env=child_env(), cwd=ROOT)
+            p.wait(timeout=timeout)
+            wall = time.perf_counter() - t
+            out_f.seek(0)
+            err_f.seek(0)
+            out, err = out_f.read(), err_f.read()
+        peak = tree = None
+    else:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
+        sampler = TreeSampler(p.pid)
+        out, err = p.communicate(timeout=timeout)
+        wall = time.perf_counter() - t
+        tree = sampler.stop()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # getrusage(RUSAGE_CHILDREN) only rises when this child beats every earlier one: fall back
+        # to the sampled largest single process then
+        peak = after * 1024 if after > before else sampler.peak_single
     if p.returncode != 0:
         raise RuntimeError(f"{argv} failed ({p.returncode}):\n{err[-3000:]}")
     res: dict = {}
@@ -305,9 +325,7 @@ def measure(argv: list[str], *, timeout: float = 3600) -> dict:
     if lines:
         res = json.loads(lines[-1])
     res["wall_s"] = wall
-    # getrusage(RUSAGE_CHILDREN) only rises when this child beats every earlier one: fall back
-    # to the sampled largest single process then
-    res.setdefault("peak_rss", after * 1024 if after > before else sampler.peak_single)
+    res.setdefault("peak_rss", peak)
     res["tree_rss"] = tree
     return res
 
@@ -330,9 +348,10 @@ def warm(path: Path) -> None:
 # --------------------------------------------------------------------------- TensorBoard's Rust data server
 
 
-def rust_server_load(logdir: Path, *, expect_points: int | None = None) -> dict:
+def rust_server_load(logdir: Path, *, expect_points: int | None = None, sample: bool = True) -> dict:
     """Start tensorboard-data-server on ``logdir`` (reload once, keep every scalar), wait for
-    its load cycle, fetch every scalar over gRPC; time from process start to all data fetched."""
+    its load cycle, fetch every scalar over gRPC; time from process start to all data fetched.
+    ``sample=False``: no tree sampler, as for the builds it is timed against (see ``measure``)."""
     import grpc
     import tensorboard_data_server
     from tensorboard.data.proto import data_provider_pb2 as pb
@@ -345,7 +364,7 @@ def rust_server_load(logdir: Path, *, expect_points: int | None = None) -> dict:
             "--samples-per-plugin", "scalars=all", "-v"]
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
-    sampler = TreeSampler(p.pid)
+    sampler = TreeSampler(p.pid) if sample else None
     try:
         t_load = None
         for line in p.stderr:  # -v logs "Starting load cycle" / "Finished load cycle (…)"
@@ -374,7 +393,7 @@ def rust_server_load(logdir: Path, *, expect_points: int | None = None) -> dict:
     finally:
         p.kill()
         p.wait()
-        tree = sampler.stop()
+        tree = sampler.stop() if sampler is not None else None
         port_file.unlink(missing_ok=True)
     if expect_points is not None and points != expect_points:
         raise RuntimeError(f"data server returned {points} points, expected {expect_points}")
@@ -647,7 +666,10 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
          f"({a['checked']:,} records) and with {a['sampled']:,} sampled records parsed by `event_pb2`.{note}", "",
          "`python -m sitegen build ARCHIVE --out OUT --cache CACHE --quiet` (default `--jobs`: one worker per core), "
          "each in a fresh process. *Peak RSS* is the largest single process (getrusage of the children, or the "
-         "20 ms sampler when getrusage cannot tell), *tree RSS* the sampled sum over the build and its workers.", ""]
+         "20 ms sampler when getrusage cannot tell), *tree RSS* the sampled sum over the build and its workers, "
+         "both from the memory rows (cold builds of their own, and the Rust server's own peak): the timed steps and "
+         "the Rust server run without that sampler (it walks `/proc` every 20 ms, on a 2-core machine a share of the "
+         "CPU that the build's processes, and the server's threads, compete for).", ""]
     rows = []
     for r in bd["rows"]:
         pct = f"{r['pct_of_full']:.1f} %" if "pct_of_full" in r else "–"
