@@ -11,6 +11,7 @@ import os
 import re
 import stat as stat_module
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger(__name__)
+FORK_GRACE_S = 60  # a forked helper that takes this much longer than this process's share is ended
 MIN_PARALLEL_RUNS = 8  # below this many runs to draw, a rebuild draws them in this process
 
 
@@ -600,10 +602,11 @@ def build(
             stack.callback(helper.stop)
         if pool is None:  # few runs drawn: sending pages to spawned workers would cost more than it saves
             forked = frozenset(g.slug for g in theirs) if helper is not None and helper.pid else frozenset()
+            started = time.monotonic()
             render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip) | forked,
                                points=stored_points(store, held), kept=kept_pieces(store, held), write=stage.write)
-            if forked:
-                got = helper.result()
+            if forked:  # (its share is about this process's: far longer means it hangs)
+                got = helper.result(timeout=FORK_GRACE_S + 20 * (time.monotonic() - started))
                 for hashes in got if got is not None else map(draw_group, map(group_job, theirs)):
                     stage.adopt(hashes)
         else:  # the comparison pages shared between the workers and this process, which also draws the index

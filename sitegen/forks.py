@@ -17,8 +17,11 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import select
+import signal
 import sys
 import threading
+import time
 import warnings
 from typing import Callable
 
@@ -86,13 +89,22 @@ class Child:
         os.close(write)
         self.pid, self._read = pid, read
 
-    def result(self) -> object | None:
-        """Wait for the child; its result, or None (then the caller does its work itself)."""
+    def result(self, timeout: float | None = None) -> object | None:
+        """Wait for the child; its result, or None (then the caller does its work itself).
+        ``timeout``: seconds to wait at most, after which the child is ended (a child that
+        hangs must not hang the build)."""
         if not self.pid:
             return None
         chunks = []
+        end = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
+                if end is not None and not select.select([self._read], [], [], max(0.0, end - time.monotonic()))[0]:
+                    os.kill(self.pid, signal.SIGKILL)
+                    sys.stderr.write(f"sitegen: warning: a forked helper took over {timeout:.0f} s; "
+                                     "its part is drawn by the main process\n")
+                    chunks = []
+                    break
                 got = os.read(self._read, 1 << 20)
                 if not got:
                     break
@@ -112,7 +124,7 @@ class Child:
         """End a child whose result is no longer wanted (the build failed)."""
         if self.pid:
             try:
-                os.kill(self.pid, 9)
+                os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass
             self.result()

@@ -40,10 +40,15 @@ DRIVER = textwrap.dedent("""
         if self.pid:
             forked.append(self.pid)
 
+    b.FORK_GRACE_S = 1
+
     def draw_group(job):
         if os.getpid() != parent:
             if fail == "1":
                 raise RuntimeError("the child fails")
+            if fail == "hang":
+                import time
+                time.sleep(600)
             with open(log + ".child", "a") as f:
                 f.write(job.group.slug + "\\n")
         return real_draw(job)
@@ -58,12 +63,12 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _build(archive: Path, out: Path, cache: Path, log: Path, *, fail: bool = False, fork: bool = True):
+def _build(archive: Path, out: Path, cache: Path, log: Path, *, fail: str = "0", fork: bool = True):
     env = {k: v for k, v in os.environ.items() if k != "SITEGEN_NO_FORK"}
     env.update(SOURCE_DATE_EPOCH="1700000000", OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
     if not fork:
         env["SITEGEN_NO_FORK"] = "1"
-    r = subprocess.run([sys.executable, "-c", DRIVER, str(archive), str(out), str(cache), str(log), "1" if fail else "0"],
+    r = subprocess.run([sys.executable, "-c", DRIVER, str(archive), str(out), str(cache), str(log), fail],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     child = log.with_name(log.name + ".child")
@@ -94,18 +99,19 @@ def _grow(archive: Path, name: str, steps: int) -> None:
     write_run(archive / name, tags=["train/loss", "val/acc"], steps=steps, seed=7, start=1.7e9)
 
 
-@pytest.mark.parametrize("fail", [False, True])
-def test_a_rebuild_shares_its_pages_with_a_forked_child(archive: Path, tmp_path: Path, fail: bool):
+@pytest.mark.parametrize("fail", ["0", "1", "hang"])
+def test_a_rebuild_shares_its_pages_with_a_forked_child(archive: Path, tmp_path: Path, fail: str):
     """One run grew: its model, project and whole-archive pages are drawn again, some by a
-    forked child; the site equals a build that never forks (and, when the child fails, the
-    main process draws its part)."""
+    forked child; the site equals a build that never forks (and, when the child fails or
+    hangs, the main process draws its part)."""
     site, cache, log = tmp_path / "site", tmp_path / "cache", tmp_path / "log.json"
     _build(archive, site, cache, log)
     _grow(archive, "proj1/model0/run2", 120)
     forked, drawn, stderr = _build(archive, site, cache, log, fail=fail)
     assert len(forked) == 1  # one child for the comparison pages
-    assert fail or drawn  # it drew some of them
-    assert ("a forked helper failed" in stderr) == fail
+    assert fail != "0" or drawn  # it drew some of them
+    assert ("a forked helper failed" in stderr) == (fail == "1")
+    assert ("a forked helper took over" in stderr) == (fail == "hang")
     _build(archive, tmp_path / "plain", tmp_path / "cache2", log, fork=False)
     assert json.loads(log.read_text()) == []  # SITEGEN_NO_FORK: no child
     assert _pages(site) == _pages(tmp_path / "plain")
@@ -129,12 +135,17 @@ def test_a_child_gives_back_what_it_returned_or_none():
         slow = forks.Child(lambda: __import__("time").sleep(60))
         slow.stop()  # ended at once
         assert slow.pid == 0
+        import time
+        t = time.monotonic()
+        assert forks.Child(lambda: time.sleep(60)).result(timeout=0.5) is None  # it hangs: ended
+        assert time.monotonic() - t < 10
         print("fine")
     """)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO)))
     assert (r.returncode, r.stdout.strip()) == (0, "fine"), r.stderr
     assert r.stderr.count("a forked helper failed") == 1 and "ZeroDivisionError" in r.stderr
+    assert r.stderr.count("a forked helper took over 0 s") == 1
 
 
 def test_no_fork_while_another_thread_runs_or_vl_convert_is_loaded(monkeypatch):
