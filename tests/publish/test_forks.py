@@ -21,7 +21,7 @@ import pytest
 from sitegen import forks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
-from eventgen import write_run  # noqa: E402
+from eventgen import write_grid, write_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,13 +85,7 @@ def _pages(site: Path) -> dict[str, bytes]:
 
 @pytest.fixture()
 def archive(tmp_path: Path) -> Path:
-    root = tmp_path / "logs"
-    for p in range(2):
-        for m in range(2):
-            for r in range(3):
-                write_run(root / f"proj{p}" / f"model{m}" / f"run{r}", tags=["train/loss", "val/acc"], steps=80,
-                          seed=p * 100 + m * 10 + r, start=1.7e9 + r)
-    return root
+    return write_grid(tmp_path / "logs", projects=2, models=2, runs=3, steps=80)
 
 
 def _grow(archive: Path, name: str, steps: int) -> None:

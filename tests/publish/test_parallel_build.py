@@ -13,7 +13,7 @@ from sitegen.compare import Group, group_slug, groups
 from sitegen.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
-from eventgen import write_run  # noqa: E402
+from eventgen import write_grid  # noqa: E402
 
 
 class _Run:
@@ -63,13 +63,7 @@ def test_a_group_whose_runs_are_not_neighbours_is_not_taken_as_drawn():
 
 @pytest.fixture()
 def archive(tmp_path: Path) -> Path:
-    root = tmp_path / "logs"
-    for p in range(2):
-        for m in range(3):
-            for r in range(3):
-                write_run(root / f"proj{p}" / f"model{m}" / f"run{r}", tags=["train/loss", "val/acc"], steps=120,
-                          seed=p * 100 + m * 10 + r, start=1.7e9 + r)
-    return root
+    return write_grid(tmp_path / "logs", projects=2, models=3, runs=3, steps=120)
 
 
 def _files(site: Path) -> dict[str, bytes]:

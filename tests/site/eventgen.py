@@ -54,6 +54,16 @@ def write_run(directory: Path, *, tags: list[str], steps: int, seed: int, start:
     return path
 
 
+def write_grid(root: Path, *, projects: int, models: int, runs: int, steps: int) -> Path:
+    """``root/proj{p}/model{m}/run{r}``: every run a loss and an accuracy curve of ``steps``."""
+    for p in range(projects):
+        for m in range(models):
+            for r in range(runs):
+                write_run(root / f"proj{p}" / f"model{m}" / f"run{r}", tags=["train/loss", "val/acc"], steps=steps,
+                          seed=p * 100 + m * 10 + r, start=1.7e9 + r)
+    return root
+
+
 def write_archive(root: Path, runs: int, *, tags: list[str] | None = None, steps: int = 50, projects: int = 4, models: int = 5) -> Path:
     """``runs`` runs spread over ``projects`` x ``models`` groups, each with a JSON config text."""
     import json
