@@ -567,6 +567,8 @@ def build(
                 if result.stored:
                     stored.add(result.run.slug)
 
+        if executor == "local":  # every run is drawn: its read-ahead thread ends now (not later, by
+            ahead.close()  # chance: the comparison pages' forked helper needs this thread alone)
         done = [r for r in results if r is not None]
         for r, key in zip(done, keys):
             run_keys[r.run.slug] = key
