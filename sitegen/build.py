@@ -594,20 +594,21 @@ def build(
                             Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")))
 
         pages = [g for g in groups if g.slug not in skip]
-        helper = None
-        if pool is None and executor == "local" and len(pages) > 1:
-            # few runs drawn, no workers: a forked child draws part of the comparison pages while
-            # this process draws the rest and the index (see sitegen.forks; where it cannot fork,
-            # or the child fails, this process draws them all)
-            theirs, mine = share(pages, 1, len(runs), cost=1.0, fixed=40)
-            helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs])
-            stack.callback(helper.stop)
         if pool is None:  # few runs drawn: sending pages to spawned workers would cost more than it saves
-            forked = frozenset(g.slug for g in theirs) if helper is not None and helper.pid else frozenset()
+            # a forked child draws part of the pages while this process draws the rest and the
+            # index (see sitegen.forks; where it cannot fork, or the child fails, this process
+            # draws them all)
+            theirs = share(pages, 1, len(runs), cost=1.0, fixed=40)[0] if executor == "local" and len(pages) > 1 \
+                else []
+            helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs]) if theirs else None
+            if helper is not None and helper.pid:
+                stack.callback(helper.stop)
+            else:
+                theirs = []
             started = time.monotonic()
-            render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip) | forked,
+            render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip) | {g.slug for g in theirs},
                                points=stored_points(store, held), kept=kept_pieces(store, held), write=stage.write)
-            if forked:  # (its share is about this process's: far longer means it hangs)
+            if theirs:  # (its share is about this process's: far longer means it hangs)
                 got = helper.result(timeout=FORK_GRACE_S + 20 * (time.monotonic() - started))
                 for hashes in got if got is not None else map(draw_group, map(group_job, theirs)):
                     stage.adopt(hashes)

@@ -103,8 +103,7 @@ class Child:
                     os.kill(self.pid, signal.SIGKILL)
                     sys.stderr.write(f"sitegen: warning: a forked helper took over {timeout:.0f} s; "
                                      "its part is drawn by the main process\n")
-                    chunks = []
-                    break
+                    break  # (killed: its status says it failed)
                 got = os.read(self._read, 1 << 20)
                 if not got:
                     break

@@ -25,8 +25,9 @@ from eventgen import write_grid, write_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Builds ``archive`` into ``out`` like ``sitegen build``, and records each fork in ``log`` (a
-# JSON list: pid of the child, slugs of the groups it drew); ``fail``: the child raises.
+# Builds ``archive`` into ``out`` like ``sitegen build``, records each fork's pid in ``log`` (a
+# JSON list) and the slugs of the groups a child drew in ``log.child``; ``fail``: "1", the child
+# raises; "hang", it sleeps (and the build waits for it 1 s plus its own share, 20 times over).
 DRIVER = textwrap.dedent("""
     import json, os, sys
     archive, out, cache, log, fail = sys.argv[1:6]
@@ -40,7 +41,8 @@ DRIVER = textwrap.dedent("""
         if self.pid:
             forked.append(self.pid)
 
-    b.FORK_GRACE_S = 1
+    if fail == "hang":
+        b.FORK_GRACE_S = 1
 
     def draw_group(job):
         if os.getpid() != parent:
