@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 from . import __version__
 from .errors import SitegenError
 from .model import SourceFile
+from .stamp import read_manifest
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -46,7 +47,7 @@ def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
     (paths below it need no system call)."""
     text = os.path.abspath(path)  # (no system call: a relative path from an earlier build's summary)
     if resolved is not None and text.startswith(resolved):
-        return Path(text[len(resolved):]).as_posix()
+        return text[len(resolved):]  # (abspath's text is normalized: this is its relative path)
     try:
         return Path(path).relative_to(archive).as_posix()
     except ValueError:
@@ -119,19 +120,10 @@ def dump(doc: dict[str, Any]) -> bytes:
 
 
 def read_live(build: Path) -> dict[str, Any]:
-    """A build's manifest as parsed JSON, parsed once per process while the file stays the same
-    (a rebuild asks it several questions). Raises OSError/ValueError."""
-    path = Path(build) / MANIFEST
-    st = path.stat()
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-    doc = _LIVE.get(key)
-    if doc is None:
-        _LIVE.clear()
-        doc = _LIVE[key] = json.loads(path.read_bytes())
-    return doc
+    """A build's manifest as parsed JSON (once per process, see :func:`sitegen.stamp.read_manifest`).
+    Raises OSError/ValueError."""
+    return read_manifest(build)
 
-
-_LIVE: dict[tuple, Any] = {}
 
 
 def load(site: Path) -> dict[str, Any]:

@@ -162,18 +162,31 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     """The summary back; its lines keep their statistics, their points stay in the store (see
     :func:`level_points`)."""
     r, d = doc["run"], doc["data"]
+    folder = r["directory"]
+    where = None if folder is None else Path(folder)
+    paths: dict[str, Path] = {}
+
+    def path(text: str) -> Path:
+        """``text`` as a Path, made from the run folder's when inside it (half the cost of parsing
+        it whole; a rebuild makes these for every run), once per summary."""
+        got = paths.get(text)
+        if got is None:
+            name = text[len(folder) + 1:] if where is not None and text.startswith(folder) else ""
+            got = paths[text] = where / name if name and text[len(folder)] == "/" and "/" not in name else Path(text)
+        return got
+
     data = RunData(
         name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
         artifacts=[Artifact(**a) for a in d["artifacts"]], problems=[Problem(**p) for p in d["problems"]],
-        files=[SourceFile(Path(p), s, e) for p, s, e in d["files"]],
+        files=[SourceFile(path(p), s, e) for p, s, e in d["files"]],
     )
     run = SiteRun(
         name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data,
         lines=[_stats_line(tag, label, Stats(*stats), thinned) for tag, label, thinned, *stats in doc["lines"]],
         start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
-        directory=None if r["directory"] is None else Path(r["directory"]),
+        directory=where,
     )
-    sources = [SourceFile(Path(p), s, e) for p, s, e in doc["sources"]]
+    sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
 
 
