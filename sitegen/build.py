@@ -144,7 +144,9 @@ def families(sources: list[RunSource]) -> list[list[RunSource]]:
     return [[s, *children.get(s.name, [])] for s in sources if s.parent is None]
 
 
-@dataclass
+# The internal records below are never compared or printed: without a generated __eq__ and
+# __repr__ each costs a rebuild's start less (49 dataclasses made 40 M instructions of its imports).
+@dataclass(eq=False, repr=False)
 class Job:
     """Everything a worker needs to turn one run family into its page and its summary."""
 
@@ -159,7 +161,7 @@ class Job:
     out: Output | None = None  # where the worker writes the run's files (None: it returns them)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Output:
     """Where a worker writes its run's files itself: the staging folder, the live build and the
     live manifest's entries for the run's folder (files that did not change are hard-linked).
@@ -170,7 +172,7 @@ class Output:
     old: dict[str, tuple[str, int]]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RunResult:
     run: SiteRun  # light: bulk payloads dropped, lines thinned for comparison pages
     hparams: dict
@@ -271,7 +273,7 @@ def run_all(jobs: list[Job], *, workers: int, executor: str = "local", scheduler
     return executors.map_jobs(jobs, executor=executor, scheduler=scheduler, workers=workers, pool=pool)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class GroupJob:
     """One comparison page, drawn and written by a worker."""
 
@@ -296,13 +298,20 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
 
 
 def share(groups: list[compare.Group], workers: int, runs: int,
-          cost: float = 1.6, fixed: int = 5) -> tuple[list[compare.Group], list[compare.Group]]:
+          cost: float = 1.6, fixed: int = 5, index: float = 0.3) -> tuple[list[compare.Group], list[compare.Group]]:
     """Comparison pages for the workers (largest first) and for this process, which also draws
     the index of ``runs`` runs: balanced by run count, a page sent to a worker costing
     ``cost`` times more (a spawned worker's: its runs' summaries are pickled and sent, 60% more
     measured on a 500-run page; a forked child has them already). ``fixed``: a page's cost
-    beyond its runs, in runs (a 10-run page took 5-10 ms, a 500-run page 40-70 ms)."""
-    loads = [0.0] * workers + [0.3 * runs]
+    beyond its runs, in runs (a 10-run page took 5-10 ms, a 500-run page 40-70 ms). ``index``:
+    the index's cost per run.
+
+    For the forked helper (its pages written in the child too, as this process writes its own):
+    ``fixed=100, index=0.55`` fit what a 3-file appended rebuild of the 500-run benchmark measured,
+    10-run pages 8-13 ms (each draws its lines at full resolution: as many bytes as a 100-run
+    page), 100-run pages 15-20 ms, the 500-run page 45-60 ms and the index 20-30 ms. With
+    ``fixed=40, index=0.3`` the helper finished 20 ms before this process did."""
+    loads = [0.0] * workers + [index * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
         size = len(g.runs) + fixed
@@ -598,7 +607,7 @@ def build(
             # a forked child draws part of the pages while this process draws the rest and the
             # index (see sitegen.forks; where it cannot fork, or the child fails, this process
             # draws them all)
-            theirs = share(pages, 1, len(runs), cost=1.0, fixed=40)[0] if executor == "local" and len(pages) > 1 \
+            theirs = share(pages, 1, len(runs), cost=1.0, fixed=100, index=0.55)[0] if executor == "local" and len(pages) > 1 \
                 else []
             helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs]) if theirs else None
             if helper is not None and helper.pid:

@@ -109,7 +109,7 @@ def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     return step, wall - start, value, thinned
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Packed:
     """A run's lines at one level as flat columns: line j is ``[bounds[j]:bounds[j + 1]]``."""
 
@@ -129,7 +129,7 @@ def _level(n_out: int) -> int:
 Points = Callable[[SiteRun, int], Any]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Kept:
     """The pieces of comparison pages kept between builds (see :func:`overlay_data`).
 
@@ -143,7 +143,7 @@ class Kept:
     put: Callable[[str, dict], None]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Overlay:
     """A page's curves: the members of its data object as JSON text (``"runs":[...],"tags":
     [...],...``), and what its HTML shows of them."""

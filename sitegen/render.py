@@ -179,7 +179,7 @@ def _hashed(path: str, data: bytes) -> str:
     return f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.{ext}"
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Assets:
     files: dict[str, bytes]
     urls: dict[str, str]  # logical name -> path from the site root

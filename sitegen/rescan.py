@@ -33,7 +33,7 @@ VERSION = 1
 NAMED = ("tfevents", "visualdl", "tabular")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Record:
     """What the last build's scan found, and each run's input key by the digest of its folder."""
 

@@ -32,7 +32,7 @@ PACKAGES = ("numpy", "pyarrow", "jinja2", "markupsafe", "markdown_it", "vl_conve
             "google_crc32c")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Live:
     """The live build, whole: how many runs and files it has and the problems it reported."""
 
@@ -43,7 +43,7 @@ class Live:
     problems: list[Problem]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Tree:
     """What the stamp's walk saw below the archive, folder by folder: ``{folder: (device, inode,
     sub-folder names, [(file name, mode, size, mtime_ns, inode), ...])}`` (a file that cannot

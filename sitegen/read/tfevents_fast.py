@@ -129,7 +129,7 @@ class FastScalars:
 Run = Tuple[int, int, np.ndarray, np.ndarray, int]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Pos:
     """One record position of a period."""
 
@@ -138,7 +138,7 @@ class _Pos:
     layout: ff.Layout | None  # None: goes to `other`
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Template:
     """A verified period: what every later period must look like."""
 
