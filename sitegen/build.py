@@ -289,9 +289,9 @@ class GroupJob:
 def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     """Draw and write one comparison page (in a worker); returns what it wrote."""
     store = Store(job.cache)
-    files = render.compare_files(job.group, job.hps, job.config, render.Assets({}, job.urls),
-                                 stored_points(store, job.keys), kept_pieces(store, job.keys))
     writer = publish.Writer(job.out.root, job.out.previous, job.out.old, replace=True)
+    files = render.compare_files(job.group, job.hps, job.config, render.Assets({}, job.urls),
+                                 stored_points(store, job.keys), kept_pieces(store, job.keys, writer))
     for rel in page_names(files):
         writer.write(rel, files[rel])
     return writer.hashes
@@ -337,12 +337,15 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
     return points
 
 
-def kept_pieces(store: Store, keys: dict[str, str]) -> compare.Kept | None:
-    """The comparison pages' pieces kept in the store, for the runs in ``keys`` (whose points
-    are there too: see :func:`stored_points`)."""
+def kept_pieces(store: Store, keys: dict[str, str], writer: publish.Writer | None = None) -> compare.Kept | None:
+    """The comparison pages' pieces kept by the last build, for the runs in ``keys`` (whose
+    points are in the store too: see :func:`stored_points`): their heads in the store, their
+    files in the live build, linked by ``writer`` into this one."""
     if store.root is None:
         return None
-    return compare.Kept(keys, summary.code_fingerprint(), store.get_piece, store.put_pieces)
+    have = None if writer is None else writer.old.__contains__
+    link = None if writer is None else writer.link_previous
+    return compare.Kept(keys, summary.code_fingerprint(), store.get_piece, store.put_pieces, have, link)
 
 
 class EarlyGroups:
@@ -524,14 +527,25 @@ def build(
             key = group_keys["compare/" + g.slug] = summary.group_key(g.slug, [keys_of[r.slug] for r in g.runs], config)
             return key
 
+        page_files: dict[str, list[str]] = {}  # slug -> the files of its page drawn here
+
         def reused(g: compare.Group, key: str) -> bool:
-            """Whether the group's page is linked from the live build (its inputs did not change);
-            else any copy of it in this build is taken back, to be drawn."""
-            rels = [f"compare/{g.slug}/index.html"]
-            stage.unlink(rels)  # (drawn early with other runs, or a group met twice)
-            if previous.get("compare/" + g.slug) == key and all(stage.link_previous(rel) for rel in rels):
+            """Whether the group's page (and its pieces) is linked from the live build (its
+            inputs did not change); else any copy of it in this build is taken back, to be drawn."""
+            stage.unlink(page_files.pop(g.slug, []))  # (drawn early with other runs, or a group met twice)
+            prefix = f"compare/{g.slug}/"
+            if previous.get("compare/" + g.slug) != key:
+                return False
+            old = stage.old_under(prefix)
+            rels = [rel for rel in old if not (rel.endswith(".gz") and rel[:-3] in old)]
+            done: list[str] = []
+            for rel in rels:
+                if not stage.link_previous(rel):
+                    break
+                done.append(rel)
+            if prefix + "index.html" in done and len(done) == len(rels):
                 return True
-            stage.unlink(rels)
+            stage.unlink(done)
             return False
 
         def draw_now(g: compare.Group, members: list[int]) -> compare.Group:
@@ -542,9 +556,13 @@ def build(
                 return g
             held = {r.slug: keys_of[r.slug] for r in g.runs if r.slug in stored}
             files = render.compare_files(g, [results[j].hparams for j in members], config, assets,
-                                         stored_points(store, held), kept_pieces(store, held))
-            for rel in page_names(files):
+                                         stored_points(store, held), kept_pieces(store, held, stage))
+            names = page_names(files)
+            for rel in names:
                 stage.write(rel, files[rel])
+            # with its pieces linked from the live build (their heads: what kept_pieces put)
+            page_files[g.slug] = names + [rel for rel in stage.old_under(f"compare/{g.slug}/")
+                                          if rel in stage.hashes and rel not in files and not rel.endswith(".gz")]
             return g
 
         early = EarlyGroups(draw_now) if pool is not None else None
@@ -616,7 +634,7 @@ def build(
                 theirs = []
             started = time.monotonic()
             render.cross_files(runs, hps, config, assets, problems, skip=frozenset(skip) | {g.slug for g in theirs},
-                               points=stored_points(store, held), kept=kept_pieces(store, held), write=stage.write)
+                               points=stored_points(store, held), kept=kept_pieces(store, held, stage), write=stage.write)
             if theirs:  # (its share is about this process's: far longer means it hangs)
                 got = helper.result(timeout=FORK_GRACE_S + 20 * (time.monotonic() - started))
                 for hashes in got if got is not None else map(draw_group, map(group_job, theirs)):

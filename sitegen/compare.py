@@ -131,22 +131,29 @@ Points = Callable[[SiteRun, int], Any]
 
 @dataclass(eq=False, repr=False)
 class Kept:
-    """The pieces of comparison pages kept between builds (see :func:`overlay_data`).
+    """What the last build left of comparison pages' pieces (see :func:`overlay_data`).
 
     ``keys``: the input key of each run (by slug) whose points come from the store, ``salt``:
-    the code (a piece is reused only with the code that drew it), ``get(slug, key)``: a piece of
-    a page kept by the last build, ``put(slug, pieces)``: the page's pieces of this build."""
+    the code (a piece is reused only with the code that drew it), ``get(slug, key)``: the head
+    of a piece of a page kept by the last build (:func:`_head`), ``put(slug, heads)``: the
+    page's piece heads of this build. ``have(rel)``: whether the live build has the piece's file,
+    ``link(rel)``: link it into this build (False when that failed); without them no piece is
+    taken from the last build."""
 
     keys: dict[str, str]
     salt: str
     get: Callable[[str, str], list | None]
     put: Callable[[str, dict], None]
+    have: Callable[[str], bool] | None = None
+    link: Callable[[str], bool] | None = None
 
 
 @dataclass(eq=False, repr=False)
 class Overlay:
     """A page's curves: the members of its data object as JSON text (``"runs":[...],"tags":
-    [...],...``), and what its HTML shows of them."""
+    [...],"pieces":[...],...``), what its HTML shows of them, and the files of the pieces
+    drawn for it (``files``: name in the page's folder -> bytes; ``names``: every piece's file,
+    in order: the page loads them as scripts)."""
 
     text: str
     runs: list[tuple[str, str]]  # (label, link) of each drawn run
@@ -155,19 +162,26 @@ class Overlay:
     points: int
     dropped: int
     on: int
+    files: dict[str, bytes] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
 
 
-PIECE_RUNS = 16  # runs per piece of a page's curves, on average (see _cuts)
+PIECE_RUNS = 16  # runs per piece of a page's curves at the coarsest level, on average (see _cuts)
+PIECE_PREFIX = "p-"  # a piece's file in its page's folder: p-<key>.js
 
 
-def _cuts(group: Group, runs: list[int]) -> list[list[int]]:
+def _cuts(group: Group, runs: list[int], n_out: int = MIN_POINTS) -> list[list[int]]:
     """The drawn runs cut into pieces where a run's name says so (a hash of its slug), not by
-    position: a run added, removed or changed leaves every other piece as it was."""
+    position: a run added, removed or changed leaves every other piece as it was. A piece holds
+    about as many bytes at every level: ``PIECE_RUNS`` runs at the coarsest, one run from 240
+    points a line (a model's page of ten runs at full resolution was one 800 KB piece: one run
+    changed, the page drew and wrote all ten again)."""
+    per = max(1, PIECE_RUNS * MIN_POINTS // max(n_out, 1))
     out: list[list[int]] = []
     part: list[int] = []
     for i in runs:
         part.append(i)
-        if zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % PIECE_RUNS == 0 or len(part) >= 2 * PIECE_RUNS:
+        if per == 1 or zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % per == 0 or len(part) >= 2 * per:
             out.append(part)
             part = []
     if part:
@@ -176,17 +190,19 @@ def _cuts(group: Group, runs: list[int]) -> list[list[int]]:
 
 
 def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None,
-                 kept: Kept | None = None) -> Overlay:
+                 kept: Kept | None = None, prefix: str = "") -> Overlay:
     """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``.
 
     ``points(run, level)``: the run's points, when the summaries in memory keep only the lines'
     statistics (a large archive's points stay in the store, one run at a time here): its chart
     lines, or its lines at that level as :class:`Packed`.
 
-    The curves come in pieces of a few runs each (:func:`_cuts`), each piece its own JSON text
-    (its run rows, and per tag its lines and their points): with ``kept``, a piece whose runs
-    did not change since the last build is taken as it was. A nightly build that appended to a
-    few logs redrew the whole-archive page (500 runs) to change three of them."""
+    The curves come in pieces of a few runs each (:func:`_cuts`), each piece a script file of
+    its own beside the page (its lines and their points per tag) and the page's data its run
+    rows and where each tag's parts are: with ``kept``, a piece whose runs did not change since
+    the last build is linked from the live build (``prefix``: the page's folder) and not drawn,
+    read or written. A nightly build that appended to a few logs redrew, hashed, compressed and
+    wrote all 6.7 MB of the 500-run archive's seven pages to change three runs in them."""
     points = points or (lambda r, level: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]
@@ -207,75 +223,122 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
         dropped = len(runs) - len(keep)
         runs = sorted(keep)
     drawn: dict[Any, list] = {}
-    parts = _cuts(group, runs)
+    parts = _cuts(group, runs, n_out)
     while True:
-        keyed = [_piece(group, labels, part, n_out, points, kept, drawn) for part in parts]
-        pieces = [p for _, p in keyed]
-        text, tags = _assemble(pieces)
-        if len(text) <= budget * 0.9 or n_out <= MIN_POINTS:
+        keyed = [_piece(group, labels, part, n_out, points, kept, drawn, prefix) for part in parts]
+        text, tags, size = _assemble([p for _, p in keyed])
+        if size <= budget * 0.9 or n_out <= MIN_POINTS:
             break
-        n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / len(text)))
+        n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / size))
+    files: dict[str, bytes] = {}  # the pieces drawn: their files
+    heads: dict[str, list] = {}
+    final: list[list] = []
+    for (key, piece), part in zip(keyed, parts):
+        if len(piece) == 5 and not (kept is not None and kept.link is not None and kept.link(prefix + piece[4])):
+            piece = _draw(group, labels, part, n_out, points)  # the live build lost its file meanwhile
+        if len(piece) == 4:
+            name, data = _piece_file(piece)
+            files[name] = data
+            piece = [*_head(piece), name]
+        if key is not None:
+            heads[key] = piece
+        final.append(piece)
     if kept is not None:
-        kept.put(group.slug, {k: p for k, p in keyed if k is not None})
+        kept.put(group.slug, heads)
+    names = [p[4] for p in final]
     on = min(DEFAULT_ON, len(runs))
-    thinned = any(p[2] for p in pieces)
-    text += f',"thinned":{json.dumps(thinned)},"points":{n_out},"dropped":{dropped},"on":{on}'
+    thinned = any(p[2] for p in final)
+    text += f',"pieces":{json_text(names)},"thinned":{json.dumps(thinned)},"points":{n_out},"dropped":{dropped},"on":{on}'
     drawn_runs = [(labels[i], f"../../runs/{group.runs[i].slug}/index.html") for i in runs]
-    return Overlay(text, drawn_runs, tags, thinned, n_out, dropped, on)
+    return Overlay(text, drawn_runs, tags, thinned, n_out, dropped, on, files, names)
 
 
 def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None,
-           drawn: dict) -> tuple[str | None, list]:
-    """One piece of the curves, ``[run rows (JSON text), runs, thinned, [[tag, lines, JSON text
-    of [lines, x, t, y]], ...]]`` (line records with their run's index in the piece), and its
-    key when its runs' points are in the store (they then depend only on the runs' inputs, the
-    labels and the level): taken from the last build's when there."""
+           drawn: dict, prefix: str) -> tuple[str | None, list]:
+    """One piece of the curves and its key when its runs' points are in the store (they then
+    depend only on the runs' inputs, the labels and the level). Drawn: ``[run rows (JSON
+    text), runs, thinned, [[tag, lines, JSON text of [lines, x, t, y]], ...]]`` (line records
+    with their run's index in the piece); kept by the last build, with its file still in the
+    live build: its head (:func:`_head`) and that file's name."""
     key = None
     if kept is not None:
         run_keys = [kept.keys.get(group.runs[i].slug) for i in part]
         if None not in run_keys:
             doc = [kept.salt, _level(n_out), [[group.runs[i].slug, k, labels[i]] for i, k in zip(part, run_keys)]]
             key = hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
-            got = drawn.get(key) or kept.get(group.slug, key)
-            if _well_formed(got):
+            got = drawn.get(key)
+            if got is None and kept.have is not None:
+                got = kept.get(group.slug, key)
+                if not (_well_formed(got) and kept.have(prefix + got[4])):
+                    got = None
+            if got is not None:
                 drawn[key] = got
                 return key, got
     memo = (n_out, tuple(part))
     if key is None and memo in drawn:
         return None, drawn[memo]
-    data = _overlay(group, labels, part, n_out, points)
-    piece = [json_text(data["runs"])[1:-1], len(part), data["thinned"],
-             [[tg["tag"], len(tg["lines"]), json_text([tg["lines"], tg["x"], tg["t"], tg["y"]])] for tg in data["tags"]]]
-    drawn[key if key is not None else memo] = piece
+    piece = drawn[key if key is not None else memo] = _draw(group, labels, part, n_out, points)
     return key, piece
 
 
-def _well_formed(piece: Any) -> bool:
-    """Whether a kept piece has the shape :func:`_piece` gives (a cache file can be damaged)."""
-    return (type(piece) is list and len(piece) == 4 and type(piece[0]) is str and type(piece[1]) is int
-            and type(piece[2]) is bool and type(piece[3]) is list
-            and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is str
-                    for t in piece[3]))
+def _draw(group: Group, labels: list[str], part: list[int], n_out: int, points: Points) -> list:
+    data = _overlay(group, labels, part, n_out, points)
+    return [json_text(data["runs"])[1:-1], len(part), data["thinned"],
+            [[tg["tag"], len(tg["lines"]), json_text([tg["lines"], tg["x"], tg["t"], tg["y"]])] for tg in data["tags"]]]
 
 
-def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]]]:
+def _head(piece: list) -> list:
+    """What a page needs of a drawn piece besides its file's content: ``[run rows, runs,
+    thinned, [[tag, lines, length of its part], ...]]`` (kept between builds with the file's name)."""
+    runs_text, n_runs, thinned, tags = piece[:4]
+    return [runs_text, n_runs, thinned, [[tag, n, len(t)] for tag, n, t in tags]]
+
+
+PIECE_NAME = re.compile(rf"^{PIECE_PREFIX}[0-9a-f]{{32}}\.js$")
+
+
+def _piece_file(piece: list) -> tuple[str, bytes]:
+    """A drawn piece's script, named by its content (a site does not depend on the cache): it
+    files the piece's parts, ``[[tag, [lines, x, t, y]], ...]``, under its name in
+    ``window.SITEGEN_PIECES`` (scripts, not data: a page opened from disk cannot fetch files;
+    classic scripts load over ``file://``)."""
+    body = ",".join(f"[{json_text(tag)},{text}]" for tag, _, text in piece[3]).encode("utf-8", "surrogatepass")
+    name = f"{PIECE_PREFIX}{hashlib.sha256(body).hexdigest()[:32]}.js"
+    head = f'window.SITEGEN_PIECES=window.SITEGEN_PIECES||{{}};window.SITEGEN_PIECES["{name}"]=['
+    return name, b"".join((head.encode("ascii"), body, b"];\n"))
+
+
+def _well_formed(head: Any) -> bool:
+    """Whether a kept head has the shape :func:`overlay_data` keeps (``[*_head(piece), file
+    name]``; a cache file can be damaged, and its name must be a piece's)."""
+    return (type(head) is list and len(head) == 5 and type(head[0]) is str and type(head[1]) is int
+            and type(head[2]) is bool and type(head[3]) is list and type(head[4]) is str and PIECE_NAME.match(head[4]) is not None
+            and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is int
+                    for t in head[3]))
+
+
+def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]], int]:
     """The pieces as one page's ``"runs":[...],"tags":[...]``: per tag (sorted), the pieces
-    that have it, with the index of each piece's first run (``base``) and its JSON text
-    (``parts``), decoded by ``initCompare`` in ``site.js``."""
-    by_tag: dict[str, tuple[list[int], list[str], list[int]]] = {}
+    that have it, with the index of each piece's first run (``base``) and where the tag's part
+    is (``from``: [piece, position in it]), decoded by ``initCompare`` in ``site.js``; the tags
+    and their line counts; and the page's data bytes with its pieces'."""
+    by_tag: dict[str, tuple[list[int], list[list[int]], list[int]]] = {}
     base = 0
-    for runs_text, n_runs, _, tags in pieces:
-        for tag, n_lines, text in tags:
-            bases, texts, counts = by_tag.setdefault(tag, ([], [], []))
+    size = 0
+    for k, (runs_text, n_runs, _, tags, *_) in enumerate(pieces):
+        for pos, (tag, n_lines, text) in enumerate(tags):
+            bases, where, counts = by_tag.setdefault(tag, ([], [], []))
             bases.append(base)
-            texts.append(text)
+            where.append([k, pos])
             counts.append(n_lines)
+            size += text if isinstance(text, int) else len(text)
         base += n_runs
     names = sorted(by_tag, key=str)
-    tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"parts":[{",".join(by_tag[t][1])}]}}'
+    tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"from":{json.dumps(by_tag[t][1])}}}'
                          for t in names)
     runs_text = ",".join(p[0] for p in pieces if p[1])
-    return f'"runs":[{runs_text}],"tags":[{tags_text}]', [(t, sum(by_tag[t][2])) for t in names]
+    text = f'"runs":[{runs_text}],"tags":[{tags_text}]'
+    return text, [(t, sum(by_tag[t][2])) for t in names], size + len(text)
 
 
 def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, points: Points) -> dict[str, Any]:

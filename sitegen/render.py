@@ -404,7 +404,8 @@ def _compare_page(env, group, hps, config, assets, common, points=None, kept=Non
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     rest_json = json_text(rest)
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept)
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept,
+                                   prefix=prefix)
     # the page's data, {"kind": "compare", **overlay, **rest}, from the two halves (``rest`` is
     # encoded once: for 500 runs that is a third of the data)
     data_json = '{"kind":"compare",' + overlay.text + "," + rest_json[1:]
@@ -416,7 +417,7 @@ def _compare_page(env, group, hps, config, assets, common, points=None, kept=Non
         table_runs=table_runs, hcharts=hcharts, crumbs=crumbs, metrics=metrics,
         run_items=_run_items(overlay), table_body=_table_body(table, table_runs, labels[first:], "../../", t),
     )
-    return {prefix + "index.html": page}
+    return {prefix + "index.html": page, **{prefix + name: data for name, data in overlay.files.items()}}
 
 
 # The two loops of a comparison page with hundreds of runs, written here rather than in the

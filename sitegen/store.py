@@ -56,7 +56,7 @@ _SCHEMAS = {
 #: side, coarsest level first), the JSON document
 _SUMMARY_MAGIC = b"SGSUM04\n"
 _PACK_MAGIC = b"SGPAK02\n"  # a build's run summaries (Store.put_pack): magic, CRC-32, marshal data
-_PIECES_MAGIC = b"SGPCS02\n"  # a piece of a comparison page (Store.put_pieces)
+_PIECES_MAGIC = b"SGPCS03\n"  # the head of a piece of a comparison page (Store.put_pieces)
 #: the points columns of a run summary, in file order, with the types they are read back as;
 #: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
 SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
@@ -314,37 +314,24 @@ class Store:
         return out
 
     def get_piece(self, slug: str, key: str) -> list | None:
-        """A piece of a comparison page's curves kept by the last build (``slug``: the page's
-        group; see :func:`sitegen.compare.overlay_data`), None when there is none (or it is
-        damaged: its texts would break the page they join)."""
+        """The head of a piece of a comparison page kept by the last build (``slug``: the page's
+        group; see :func:`sitegen.compare.overlay_data`: its parts are in its file in the live
+        build), None when there is none (or it is damaged)."""
         if self.root is None:
             return None
         try:
             data = Path(self._pieces_dir(slug), key).read_bytes()
-            at = len(_PIECES_MAGIC) + 12
-            if not data.startswith(_PIECES_MAGIC):
+            at = len(_PIECES_MAGIC) + 4
+            if not data.startswith(_PIECES_MAGIC) or zlib.crc32(data[at:]) != int.from_bytes(data[at - 4 : at], "little"):
                 return None
-            size, crc = int.from_bytes(data[at - 12 : at - 4], "little"), int.from_bytes(data[at - 4 : at], "little")
-            body = memoryview(data)[at + size :]
-            if zlib.crc32(body) != crc:
-                return None
-            runs, n_runs, thinned, tags = json.loads(data[at : at + size])
-            text = str(body, "utf-8", "surrogatepass")
-            piece = [text[:runs], n_runs, thinned, []]
-            pos = runs
-            for tag, n_lines, length in tags:  # texts by their lengths, in order
-                piece[3].append([tag, n_lines, text[pos : pos + length]])
-                pos += length
-            return piece if pos == len(text) else None
-        except (OSError, ValueError, TypeError):
+            return json.loads(str(data[at:], "utf-8", "surrogatepass"))
+        except (OSError, ValueError):
             return None
 
-    def put_pieces(self, slug: str, pieces: dict) -> None:
-        """Keep a comparison page's pieces for the next build: each in a file of its own, so a
-        rebuild writes only the few that changed (rewriting a 500-run page's 2 MB took longer
-        than drawing them), and the page's other pieces are deleted. A piece file: magic,
-        head length (u64), CRC-32 of the texts, a small JSON head, then the texts end to end
-        (as JSON strings they were escaped and unescaped, more work than drawing a few)."""
+    def put_pieces(self, slug: str, heads: dict) -> None:
+        """Keep the heads of a comparison page's pieces for the next build: each in a file of
+        its own, so a rebuild writes only the few that changed, and the page's other heads are
+        deleted. A head file: magic, CRC-32 of the rest, the head as JSON."""
         if self.root is None:
             return
         folder = self._pieces_dir(slug)
@@ -354,13 +341,12 @@ class Store:
             there = set()
         try:
             self._ready()
-            for key, (runs, n_runs, thinned, tags) in pieces.items():
+            for key, head in heads.items():
                 if key in there:
                     continue
-                head = json.dumps([len(runs), n_runs, thinned, [[tag, n, len(t)] for tag, n, t in tags]]).encode("utf-8", "surrogatepass")
-                body = "".join([runs, *(t for _, _, t in tags)]).encode("utf-8", "surrogatepass")
-                _put(Path(folder, key), [_PIECES_MAGIC, len(head).to_bytes(8, "little"), zlib.crc32(body).to_bytes(4, "little"), head, body])
-            for name in there.difference(pieces):
+                body = json.dumps(head).encode("utf-8", "surrogatepass")
+                _put(Path(folder, key), [_PIECES_MAGIC, zlib.crc32(body).to_bytes(4, "little"), body])
+            for name in there.difference(heads):
                 os.unlink(os.path.join(folder, name))
         except OSError as exc:
             log.warning("cannot keep the pieces of comparison page %s: %s", slug, exc)

@@ -23,4 +23,18 @@ def page_payload(html: Path) -> dict:
     text = Path(html).read_text("utf-8")
     found = re.search(r'<script type="application/json" id="sitegen-page">(.*?)</script>', text, re.S)
     assert found, f"{html}: no page data block"
-    return json.loads(found.group(1))
+    data = json.loads(found.group(1))
+    if data.get("kind") == "compare":  # each tag's parts from the page's piece scripts, as site.js takes them
+        pieces = {}
+        for name in data["pieces"]:
+            script = (Path(html).parent / name).read_text("utf-8")
+            head = f"window.SITEGEN_PIECES[{json.dumps(name)}]="
+            assert head in script and script.endswith(";\n"), f"{html}: piece {name} is not a piece script"
+            pieces[name] = json.loads(script[script.index(head) + len(head):-2])
+        for tg in data["tags"]:
+            tg["parts"] = []
+            for k, pos in tg["from"]:
+                tag, part = pieces[data["pieces"][k]][pos]
+                assert tag == tg["tag"], f"{html}: piece {data['pieces'][k]} has {tag!r} where {tg['tag']!r} was expected"
+                tg["parts"].append(part)
+    return data

@@ -227,9 +227,17 @@
     // each tag comes in parts (a few runs each: sitegen.compare._assemble), each part its
     // lines and their points as one column per field; every line takes its n of them, and its
     // run index counts from the part's first run (base)
+    // the parts are in the page's piece scripts (window.SITEGEN_PIECES): "from" says which
+    // piece and where in it; a piece that failed to load leaves its runs' lines out
+    var pieces = window.SITEGEN_PIECES || {};
     page.tags.forEach(function (tg) {
       tg.lines = [];
+      tg.parts = (tg.from || []).map(function (f) {
+        var pc = pieces[page.pieces[f[0]]];
+        return pc && pc[f[1]] && pc[f[1]][0] === tg.tag ? pc[f[1]][1] : null;
+      });
       tg.parts.forEach(function (part, k) {
+        if (!part) return;
         var x = expand(part[1]), t = expand(part[2]), y = expand(part[3]), at = 0;
         part[0].forEach(function (ln) {
           ln.r += tg.base[k];

@@ -122,7 +122,8 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
     # a new date: every run reused from the live build (summaries without points), pages redrawn
     build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache", source_date_epoch=1)
     assert files(tmp_path / "a") == first
-    assert b'"ap"' in first["compare/all/index.html"] and b'"f4"' in first["compare/all/index.html"]
+    curves = b"".join(data for rel, data in first.items() if rel.startswith("compare/all/p-") and rel.endswith(".js"))
+    assert b'"ap"' in curves and b'"f4"' in curves  # (the page's curves are in its piece scripts)
 
 
 def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):
@@ -180,13 +181,21 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     shutil.rmtree(grown)
     write_run(grown, tags=["loss", "acc"], steps=90, seed=15, start=1.7e9 + 5)
     drawn.clear()
+
+    def piece_files(site: Path) -> dict[str, int]:
+        return {p.relative_to(site.resolve()).as_posix(): p.stat().st_ino for p in site.resolve().glob("compare/*/p-*.js")}
+
+    before = piece_files(out)
     build(archive=root, out=out, config=Config(), cache=cache, jobs=1)
     slug = slugify("proj1/model/run5")
     assert drawn and all(slug in part for part in drawn), drawn  # only the pieces of the grown run
     assert len(drawn) == 3  # its piece on the whole-archive, project and model pages
+    # every other piece's script is the live build's file, linked (not read, drawn or written)
+    after = piece_files(out)
+    assert len(set(after) - set(before)) == 3 and all(before[rel] == ino for rel, ino in after.items() if rel in before)
 
     def pages(site: Path) -> dict[str, bytes]:
-        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().glob("compare/*/index.html")}
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().glob("compare/*/*")}
 
     build(archive=root, out=tmp_path / "fresh", config=Config(), use_cache=False, jobs=1)
     assert pages(out) == pages(tmp_path / "fresh")
