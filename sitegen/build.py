@@ -307,10 +307,10 @@ def share(groups: list[compare.Group], workers: int, runs: int,
     the index's cost per run.
 
     For the forked helper (its pages written in the child too, as this process writes its own):
-    ``fixed=100, index=0.55`` fit what a 3-file appended rebuild of the 500-run benchmark measured,
-    10-run pages 8-13 ms (each draws its lines at full resolution: as many bytes as a 100-run
-    page), 100-run pages 15-20 ms, the 500-run page 45-60 ms and the index 20-30 ms. With
-    ``fixed=40, index=0.3`` the helper finished 20 ms before this process did."""
+    ``fixed=40, index=0.55`` fit what a 3-file appended rebuild of the 500-run benchmark measured
+    (the pages' unchanged pieces linked, not drawn): 10-run pages 3-6 ms, 100-run pages 9-20 ms,
+    the 500-run page 35-55 ms and the index 20-35 ms. With ``index=0.3`` the helper finished
+    20 ms before this process did."""
     loads = [0.0] * workers + [index * runs]
     lanes: list[list[compare.Group]] = [[] for _ in loads]
     for g in sorted(groups, key=lambda g: -len(g.runs)):
@@ -529,24 +529,29 @@ def build(
 
         page_files: dict[str, list[str]] = {}  # slug -> the files of its page drawn here
 
+        def unchanged_page(g: compare.Group, key: str) -> list[str] | None:
+            """The live build's files of the group's page (its page and pieces, with their
+            twins) when its inputs did not change, else None; any copy of it drawn in this build
+            is taken back first (drawn early with other runs, or a group met twice)."""
+            stage.unlink(page_files.pop(g.slug, []))
+            old = stage.old_under(f"compare/{g.slug}/")
+            if previous.get("compare/" + g.slug) != key or f"compare/{g.slug}/index.html" not in old:
+                return None
+            return list(old)
+
         def reused(g: compare.Group, key: str) -> bool:
-            """Whether the group's page (and its pieces) is linked from the live build (its
-            inputs did not change); else any copy of it in this build is taken back, to be drawn."""
-            stage.unlink(page_files.pop(g.slug, []))  # (drawn early with other runs, or a group met twice)
-            prefix = f"compare/{g.slug}/"
-            if previous.get("compare/" + g.slug) != key:
+            """Whether the group's page is linked from the live build, here and now."""
+            rels = unchanged_page(g, key)
+            if rels is None:
                 return False
-            old = stage.old_under(prefix)
-            rels = [rel for rel in old if not (rel.endswith(".gz") and rel[:-3] in old)]
             done: list[str] = []
             for rel in rels:
-                if not stage.link_previous(rel):
-                    break
-                done.append(rel)
-            if prefix + "index.html" in done and len(done) == len(rels):
-                return True
-            stage.unlink(done)
-            return False
+                if not rel.endswith(".gz") or rel[:-3] not in rels:  # (a twin comes with its file)
+                    if not stage.link_previous(rel):
+                        stage.unlink(done)
+                        return False
+                    done.append(rel)
+            return True
 
         def draw_now(g: compare.Group, members: list[int]) -> compare.Group:
             """One comparison page, here and now (its runs: ``members``), or linked from the live
@@ -605,12 +610,17 @@ def build(
         stage.retire_old()
         skip = set()
         groups = compare.groups([r.run for r in done])
+        linked: dict[str, tuple[compare.Group, list[str]]] = {}  # pages linked from the live build
         for g in groups:
             key = run_keys["compare/" + g.slug] = summary.group_key(g.slug, [run_keys[r.slug] for r in g.runs], config)
             if early is not None and early.drawn(g) and group_keys.get("compare/" + g.slug) == key:
                 skip.add(g.slug)  # drawn (or linked) while the runs were drawn
-            elif reused(g, key):
+            elif (rels := unchanged_page(g, key)) is not None:
                 skip.add(g.slug)
+                linked[g.slug] = (g, rels)
+        # by ``cp -l`` in the background while the pages that changed are drawn (a page is a
+        # dozen files with its pieces: one by one, the links of 49 unchanged pages took 30 ms)
+        wait_pages = stage.link_many([rel for _, rels in linked.values() for rel in rels])
         held = {slug: run_keys[slug] for slug in stored}
         runs, hps = [r.run for r in done], [r.hparams for r in done]
         hp_of = {id(r): hp for r, hp in zip(runs, hps)}
@@ -625,7 +635,7 @@ def build(
             # a forked child draws part of the pages while this process draws the rest and the
             # index (see sitegen.forks; where it cannot fork, or the child fails, this process
             # draws them all)
-            theirs = share(pages, 1, len(runs), cost=1.0, fixed=100, index=0.55)[0] if executor == "local" and len(pages) > 1 \
+            theirs = share(pages, 1, len(runs), cost=1.0, fixed=40, index=0.55)[0] if executor == "local" and len(pages) > 1 \
                 else []
             helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs]) if theirs else None
             if helper is not None and helper.pid:
@@ -658,6 +668,14 @@ def build(
             winding = threading.Thread(target=pool.shutdown, daemon=True)
             winding.start()
             stack.callback(winding.join)
+        lost = wait_pages()
+        for g, rels in linked.values():
+            if lost.intersection(rels):  # the live build lost some of its files: drawn after all
+                stage.unlink([rel for rel in rels if not rel.endswith(".gz")])
+                files = render.compare_files(g, [hp_of[id(r)] for r in g.runs], config, assets, stored_points(store, held),
+                                             kept_pieces(store, held, stage))
+                for rel in page_names(files):
+                    stage.write(rel, files[rel])
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}

@@ -423,30 +423,26 @@ class Staging(Writer):
         """Start hard-linking ``rels`` (files of the live build, listed in its manifest) in the
         background with ``cp -l`` (thousands of links cost a rebuild more in Python than all
         the rest of reusing its unchanged runs); returns ``wait()``, which finishes the job and
-        returns the paths that could not be linked. Where ``cp`` cannot, links one by one."""
+        returns the paths that could not be linked. Where ``cp`` cannot, links one by one.
+
+        The ``cp`` processes are started at once and this process holds no thread for them (a
+        thread would keep the comparison pages' forked helper from forking: see
+        :mod:`sitegen.forks`)."""
         rels = [r for r in rels if r in self.old and r not in self.hashes]
         for r in rels:
             checked_relpath(r)
-        chunks = [rels[i : i + LINK_CHUNK] for i in range(0, len(rels), LINK_CHUNK)]
-        failed: list[bool] = []
-
-        def work() -> None:
-            for chunk in chunks:
-                try:
-                    done = subprocess.run(["cp", "-l", "--parents", "-t", str(self.root), "--", *chunk],
-                                          cwd=self._previous, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL).returncode == 0
-                except OSError:
-                    done = False
-                failed.append(not done)
-
-        worker = threading.Thread(target=work, daemon=True) if self._previous and rels else None
-        if worker is not None:
-            worker.start()
+        chunks = [rels[i : i + LINK_CHUNK] for i in range(0, len(rels), LINK_CHUNK)] if self._previous else []
+        procs: list[subprocess.Popen | None] = []
+        for chunk in chunks:
+            try:
+                procs.append(subprocess.Popen(["cp", "-l", "--parents", "-t", str(self.root), "--", *chunk],
+                                              cwd=self._previous, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+            except OSError:
+                procs.append(None)
 
         def wait() -> set[str]:
-            if worker is not None:
-                worker.join()
+            failed = [proc is None or proc.wait() != 0 for proc in procs]
             missing = set()
             for r in rels:
                 digest, size = self.old[r]

@@ -224,6 +224,36 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     assert pages(out) == pages(tmp_path / "fresh")
 
 
+def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path):
+    """A comparison page whose runs did not change is linked from the live build with its piece
+    scripts (in one background ``cp -l``); when the live build lost one of them, the page is
+    drawn again, to the page a build from scratch gives."""
+    from testpaths import page_payload
+
+    root = tmp_path / "logs"
+    for p in range(2):
+        for i in range(4):
+            write_run(root / f"proj{p}" / "model" / f"run{i}", tags=["loss"], steps=40, seed=10 * p + i, start=1.7e9 + i)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(root, out, config=Config(), cache=cache, jobs=1)
+    before = _files(out)
+    page = next(rel for rel in before if rel.startswith("compare/proj0-model") and rel.endswith("/index.html"))
+    pieces = [rel for rel in before if rel.startswith(page.rsplit("/", 1)[0] + "/p-") and rel.endswith(".js")]
+    assert len(pieces) == 4  # a run a piece at full resolution
+    (out.resolve() / pieces[0]).unlink()  # lost by the live build (its manifest still lists it)
+    grown = root / "proj1" / "model" / "run2"  # in another project: proj0's pages stay unchanged
+    shutil.rmtree(grown)
+    write_run(grown, tags=["loss"], steps=60, seed=12, start=1.7e9 + 2)
+    build(root, out, config=Config(), cache=cache, jobs=1)
+    after = _files(out)
+    # the other unchanged page is the live build's, file for file
+    other = next(rel for rel in before if rel.startswith("compare/proj0-") and "model" not in rel and rel.endswith("/index.html"))
+    assert all(after[rel] == ino for rel, ino in before.items() if rel.startswith(other.rsplit("/", 1)[0] + "/"))
+    assert pieces[0] in after  # drawn again
+    build(root, tmp_path / "fresh", config=Config(), use_cache=False, jobs=1)
+    assert page_payload(out / page) == page_payload(tmp_path / "fresh" / page)
+
+
 def test_a_rebuild_reuses_runs_from_the_packed_summaries(archive: Path, tmp_path: Path, monkeypatch):
     """A build packs its runs' summaries in one file; the next build reuses unchanged runs from
     it without opening their summaries one by one, and from the summaries when the pack is
