@@ -637,6 +637,8 @@ def build(
             # draws them all)
             theirs = share(pages, 1, len(runs), cost=1.0, fixed=40, index=0.55)[0] if executor == "local" and len(pages) > 1 \
                 else []
+            if theirs:  # the templates both processes draw with, loaded once, before the fork
+                render.load_templates(config.language)
             helper = forks.Child(lambda: [draw_group(group_job(g)) for g in theirs]) if theirs else None
             if helper is not None and helper.pid:
                 stack.callback(helper.stop)
@@ -691,7 +693,16 @@ def build(
     store.put_pack(stamp.slot_name(Path(out)), {key: r.doc for r, key in zip(done, keys) if r.doc})
     rescan.save(cache, Path(out), tree, scan_key, sources, scan_problems, real, folders, keys, common)
     loc.push()
+    if HOLD is not None:
+        HOLD.append(locals())
     return BuildResult(Path(out), len(done), len(stage.hashes), problems)
+
+
+#: Set to a list by the ``sitegen`` command, which leaves with ``os._exit`` once the build is
+#: done: each build's objects are handed to it instead of being freed one by one as
+#: :func:`build` returns (every run's summary and the comparison pages' data: 6-9 ms of a
+#: 0.45 s rebuild). None for callers in Python.
+HOLD: list | None = None
 
 
 class _Local:

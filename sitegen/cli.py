@@ -119,8 +119,11 @@ def _build(args: argparse.Namespace) -> int:
     from .prefetch import libraries
 
     libraries()  # a build follows: its libraries are read from disk while Python imports
+    from . import build as building
     from .build import build
 
+    if getattr(args, "leaves_at_once", False):
+        building.HOLD = []  # (see sitegen.build.HOLD)
     gc.freeze()  # what was imported stays out of the garbage collector's full passes
 
     progress = _Progress(enabled=not args.quiet)
@@ -249,6 +252,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.leaves_at_once = argv is None  # (run() ends the process when main returns)
     if argv is None:  # the command line: this process is sitegen's alone
         from .executors import keep_freed_memory, no_blas_threads, without_pandas
 

@@ -66,7 +66,10 @@ def groups(runs: list[SiteRun]) -> list[Group]:
         out[()].runs.append(r)
         for i in range(1, len(r.parts)):
             key = tuple(r.parts[:i])
-            out.setdefault(key, Group(key, group_slug(key))).runs.append(r)
+            group = out.get(key)
+            if group is None:  # (its slug hashes its name: once per group, not once per run)
+                group = out[key] = Group(key, group_slug(key))
+            group.runs.append(r)
     return [out[k] for k in sorted(out, key=lambda k: (len(k) > 0, k))]
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 
 from . import __version__, charts, compare, vega
-from .charts import json_text
+from .charts import Plain, json_text
 from .config import Config
 from .errors import Problem
 from .hparams import lower_is_better, text_value
@@ -322,7 +322,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
     for m in metrics:
         vals = [(v, i) for i, lv in enumerate(lasts) if isinstance(v := lv.get(m), float) and math.isfinite(v)]
         best.append((min(vals) if lower_is_better(m) else max(vals))[1] if len(vals) > 1 else -1)
-    data_rows = []
+    data_rows = Plain()  # (no binary column in them: json_text need not look inside)
     for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
         tags = sorted({ln.tag for ln in r.lines}, key=str)
