@@ -114,20 +114,6 @@ def sitegen_build(archive: Path, out: Path, cache: Path, *, sample: bool = False
     return {"seconds": r["wall_s"], "peak_rss": r["peak_rss"], "tree_rss": r["tree_rss"]}
 
 
-def best(run, repeat: int) -> dict:
-    """The fastest of ``repeat`` runs (this machine's timings jitter by up to 2x between runs; a
-    slow run says nothing about the code), with every time and the largest memory of them all."""
-    return _fastest([run() for _ in range(max(1, repeat))])
-
-
-def paired(a, b, repeat: int) -> tuple[dict, dict]:
-    """``best`` of ``a`` and of ``b``, run alternately (a, b, a, b, ...): this machine's speed
-    drifts over minutes, so two contenders timed one after the other in blocks can see
-    different machines."""
-    got = [(a(), b()) for _ in range(max(1, repeat))]
-    return _fastest([x for x, _ in got]), _fastest([y for _, y in got])
-
-
 def _fastest(got: list[dict]) -> dict:
     out = dict(min(got, key=lambda r: r["seconds"]))
     out["runs_s"] = [round(r["seconds"], 3) for r in got]
@@ -192,11 +178,6 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         return sitegen_build(archive, out, cache)
 
-    # minus the brain.Event:2 records
-    full_r, rust_r = paired(cold, lambda: c.rust_server_load(archive, expect_points=info["records"] - runs, sample=False),
-                            args.repeat)
-    full = row("full build, cold cache", full_r)
-    row("rebuild, unchanged", best(lambda: sitegen_build(archive, out, cache), args.repeat))
     files = [next(_run_dir(archive, r).iterdir()) for r in (1, runs // 2, runs - 2)]
     sizes = {p: p.stat().st_size for p in files}
 
@@ -210,8 +191,17 @@ def main() -> None:
                 os.truncate(p, n)
             sitegen_build(archive, out, cache)  # back to the archive as it was (not timed)
 
+    # in rounds (cold build, Rust server, unchanged rebuild, appended rebuild; repeat): this
+    # machine's speed drifts over minutes, and a ratio of two figures timed minutes apart
+    # compared two machines (the appended rebuilds, timed in one block of seconds, all fell in
+    # one slow spell or none); each figure is the fastest of its rounds
+    rounds = [(cold(), c.rust_server_load(archive, expect_points=info["records"] - runs, sample=False),  # (minus the brain.Event:2 records)
+               sitegen_build(archive, out, cache), appended()) for _ in range(max(1, args.repeat))]
+    full_r, rust_r, same_r, grown_r = (_fastest([r[k] for r in rounds]) for k in range(4))
+    full = row("full build, cold cache", full_r)
+    row("rebuild, unchanged", same_r)
     res["appended"] = {"files": len(files), "records_each": APPEND_STEPS * len(c.ARCHIVE_TAGS)}
-    row(f"rebuild, {len(files)} files appended", best(appended, args.repeat))
+    row(f"rebuild, {len(files)} files appended", grown_r)
     for r in res["rows"]:
         r["pct_of_full"] = 100 * r["seconds"] / full["seconds"]
 
