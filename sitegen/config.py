@@ -18,47 +18,47 @@ log = logging.getLogger(__name__)
 LANGUAGES = ("en", "zh-CN")
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunsConfig:
     include: tuple[str, ...] = ()  # globs on run names; empty = all
     exclude: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass
 class TagsConfig:
     include: tuple[str, ...] = ()  # regexes (re.search) on tags; empty = all
     exclude: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass
 class IndexConfig:
     key_metrics: tuple[str, ...] = ()  # tags shown as index columns; empty = the first few common tags
 
 
-@dataclass(frozen=True)
+@dataclass
 class ChartsConfig:
     points_per_chart: int = 2000
 
 
-@dataclass(frozen=True)
+@dataclass
 class FormatsConfig:
     metric_files: tuple[str, ...] = ("*.csv", "*.jsonl")
 
 
-@dataclass(frozen=True)
+@dataclass
 class LimitsConfig:
     max_image_bytes: int = 8 * 1024 * 1024
     max_text_chars: int = 200_000
     max_images_per_tag: int = 1000
 
 
-@dataclass(frozen=True)
+@dataclass
 class ExecutorConfig:
     kind: str = "local"  # "local" (this machine) or "dask" (a Dask cluster)
     scheduler: str = ""  # Dask scheduler address, e.g. "tcp://10.0.0.5:8786"; empty: a local cluster
 
 
-@dataclass(frozen=True)
+@dataclass
 class Config:
     title: str = "Training runs"
     language: str = "en"

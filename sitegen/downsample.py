@@ -55,7 +55,7 @@ class Stats:
     max_value: float | None
 
 
-@dataclass
+@dataclass(eq=False)
 class Series:
     """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
 

@@ -52,7 +52,7 @@ def empty_scalars() -> pa.Table:
     return empty_table(RUN_SCALARS_SCHEMA)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TagGroups:
     """A scalar table's rows grouped by tag: the tags in name order, the rows of each in file
     order (``order[bounds[i]:bounds[i + 1]]`` are the rows of ``tags[i]``)."""
@@ -241,7 +241,7 @@ class Text:
     text: str
 
 
-@dataclass
+@dataclass(eq=False)
 class Histogram:
     """Buckets as rows (left, right, count), the shape TensorBoard serves."""
 
@@ -253,7 +253,7 @@ class Histogram:
     count: np.ndarray
 
 
-@dataclass
+@dataclass(eq=False)
 class Curve:
     """A PR or ROC curve. ``columns`` holds equal-length arrays.
 
@@ -267,7 +267,7 @@ class Curve:
     columns: dict[str, np.ndarray]
 
 
-@dataclass
+@dataclass(eq=False)
 class Embedding:
     tag: str
     step: int
@@ -330,7 +330,7 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
     return out
 
 
-@dataclass
+@dataclass(eq=False)
 class ChartLine:
     """One drawn line of a scalar chart: a tag of the run or of one of its sub-runs."""
 
@@ -339,7 +339,7 @@ class ChartLine:
     series: "Series"
 
 
-@dataclass
+@dataclass(eq=False)
 class SiteRun:
     """A run as the site shows it: its own data plus its sub-runs, and chart-ready series."""
 
