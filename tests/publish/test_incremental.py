@@ -164,6 +164,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     from sitegen.store import Store
 
     monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
+    monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)
     monkeypatch.setenv("SITEGEN_NO_FORK", "1")  # every page drawn here, where ``drawn`` sees it
     root = tmp_path / "logs"
     for p in range(2):
@@ -224,11 +225,15 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     assert pages(out) == pages(tmp_path / "fresh")
 
 
-def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path):
+def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeypatch):
     """A comparison page whose runs did not change is linked from the live build with its piece
     scripts (in one background ``cp -l``); when the live build lost one of them, the page is
     drawn again, to the page a build from scratch gives."""
     from testpaths import page_payload
+
+    from sitegen import compare
+
+    monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)  # a run a piece at full resolution
 
     root = tmp_path / "logs"
     for p in range(2):
