@@ -676,8 +676,8 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
         every = ", ".join(f"{t:.2f}" for t in r.get("runs_s") or []) or "–"
         rows.append([r["bench"], secs(r["seconds"]), pct, every, mb(r.get("peak_rss")), mb(r.get("tree_rss"))])
     if bd.get("repeat", 1) > 1:
-        L += [f"Each timed step ran {bd['repeat']} times, in rounds (cold build, Rust server, unchanged rebuild, "
-              "appended rebuild; again): *time* is the fastest, every run's "
+        L += [f"Each timed step ran {bd['repeat']} times, in rounds (cold build, unchanged rebuild, appended "
+              "rebuild, Rust server; again): *time* is the fastest, every run's "
               "seconds are listed: this virtual machine's speed drifts by up to 2× from one minute to the next, in "
               "both directions for every program, so the fastest run is the one that measures the code, and each "
               "figure is sampled in the same minutes as the one it is divided by. Memory is "
