@@ -553,6 +553,15 @@ def build(
                     done.append(rel)
             return True
 
+        def draw_here(g: compare.Group, hps: list[dict], held: dict[str, str]) -> list[str]:
+            """Draw the group's page in this process and write it (its unchanged pieces linked
+            from the live build); the names of the files written."""
+            files = render.compare_files(g, hps, config, assets, stored_points(store, held), kept_pieces(store, held, stage))
+            names = page_names(files)
+            for rel in names:
+                stage.write(rel, files[rel])
+            return names
+
         def draw_now(g: compare.Group, members: list[int]) -> compare.Group:
             """One comparison page, here and now (its runs: ``members``), or linked from the live
             build when its inputs did not change."""
@@ -560,14 +569,10 @@ def build(
             if reused(g, group_key(g)):
                 return g
             held = {r.slug: keys_of[r.slug] for r in g.runs if r.slug in stored}
-            files = render.compare_files(g, [results[j].hparams for j in members], config, assets,
-                                         stored_points(store, held), kept_pieces(store, held, stage))
-            names = page_names(files)
-            for rel in names:
-                stage.write(rel, files[rel])
+            names = draw_here(g, [results[j].hparams for j in members], held)
             # with its pieces linked from the live build (their heads: what kept_pieces put)
             page_files[g.slug] = names + [rel for rel in stage.old_under(f"compare/{g.slug}/")
-                                          if rel in stage.hashes and rel not in files and not rel.endswith(".gz")]
+                                          if rel in stage.hashes and rel not in names and not rel.endswith(".gz")]
             return g
 
         early = EarlyGroups(draw_now) if pool is not None else None
@@ -674,10 +679,7 @@ def build(
         for g, rels in linked.values():
             if lost.intersection(rels):  # the live build lost some of its files: drawn after all
                 stage.unlink([rel for rel in rels if not rel.endswith(".gz")])
-                files = render.compare_files(g, [hp_of[id(r)] for r in g.runs], config, assets, stored_points(store, held),
-                                             kept_pieces(store, held, stage))
-                for rel in page_names(files):
-                    stage.write(rel, files[rel])
+                draw_here(g, [hp_of[id(r)] for r in g.runs], {r.slug: held[r.slug] for r in g.runs if r.slug in held})
         stage.write("build-report.json", report(problems))
         step("publishing", 4, 4)
         digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}

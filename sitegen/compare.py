@@ -186,7 +186,7 @@ def _cuts(group: Group, runs: list[int], n_out: int = MIN_POINTS) -> list[list[i
     part: list[int] = []
     for i in runs:
         part.append(i)
-        if per == 1 or zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % per == 0 or len(part) >= 2 * per:
+        if zlib.crc32(group.runs[i].slug.encode("utf-8", "surrogatepass")) % per == 0 or len(part) >= 2 * per:
             out.append(part)
             part = []
     if part:

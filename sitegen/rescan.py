@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Problem
-from .model import RunSource
+from .model import RunSource, path_in
 from .stamp import Tree, slot_name
 
 log = logging.getLogger(__name__)
@@ -146,14 +146,10 @@ def load(cache: Path | None, out: Path, tree: Tree | None, key: str) -> Record |
                 got = folders[d] = Path(d)
             return got
 
-        def child(d: Path, text: str, x: str) -> Path:
-            name = x[len(text) + 1:]
-            return d / name if x.startswith(text) and x[len(text)] == "/" and name and "/" not in name else Path(x)
-
         sources = []
         for n, f, d, files, p in doc["sources"]:
             where = folder(d)
-            sources.append(RunSource(n, f, where, tuple(child(where, d, x) for x in files), p))
+            sources.append(RunSource(n, f, where, tuple(path_in(where, d, x) for x in files), p))
         return Record(
             sources, [Problem(*p) for p in doc["problems"]], {folder(a): folder(b) for a, b in doc["real"]},
             {d: (digest, k) for d, digest, k in doc["keys"]}, doc["common"],

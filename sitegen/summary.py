@@ -19,7 +19,7 @@ import numpy as np
 from . import __version__
 from .downsample import Series, Stats
 from .errors import Problem
-from .model import Artifact, ChartLine, RunData, SiteRun, SourceFile
+from .model import Artifact, ChartLine, RunData, SiteRun, SourceFile, path_in
 from .resources import templates_dir
 
 
@@ -164,15 +164,12 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
     r, d = doc["run"], doc["data"]
     folder = r["directory"]
     where = None if folder is None else Path(folder)
-    paths: dict[str, Path] = {}
+    paths: dict[str, Path] = {}  # (a run's files and its sources are mostly the same files)
 
     def path(text: str) -> Path:
-        """``text`` as a Path, made from the run folder's when inside it (half the cost of parsing
-        it whole; a rebuild makes these for every run), once per summary."""
         got = paths.get(text)
         if got is None:
-            name = text[len(folder) + 1:] if where is not None and text.startswith(folder) else ""
-            got = paths[text] = where / name if name and text[len(folder)] == "/" and "/" not in name else Path(text)
+            got = paths[text] = path_in(where, folder, text)
         return got
 
     data = RunData(
