@@ -50,7 +50,7 @@ def _archive(runs: int, steps: int) -> Path:
 
 def child(config: str, archive: Path, work: Path) -> dict:
     """One cold build (runs in a fresh process)."""
-    import sitegen.build as B
+    import sitegen.pipeline.build as B
     from sitegen.config import Config
 
     out, cache = work / f"site-{config}", work / f"cache-{config}"

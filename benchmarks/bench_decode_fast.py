@@ -1,4 +1,4 @@
-"""Benchmark sitegen.read.tfevents_fast.decode_scalars against the floor and the reference walk.
+"""Benchmark sitegen.ingest.tfevents.fast.decode_scalars against the floor and the reference walk.
 
 Usage (from the repo root): ``python benchmarks/bench_decode_fast.py [--steps N] [--repeat R]``.
 
@@ -19,8 +19,8 @@ import google_crc32c
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sitegen.read.tfevents_fast import decode_scalars  # noqa: E402
-from sitegen.read.tfrecord import Framing, iter_records  # noqa: E402
+from sitegen.ingest.tfevents.fast import decode_scalars  # noqa: E402
+from sitegen.ingest.tfevents.tfrecord import Framing, iter_records  # noqa: E402
 
 CACHE = ROOT / "benchmarks" / ".cache"
 TAGS = ["train/loss", "train/acc", "lr", "val/loss", "grad_norm"]

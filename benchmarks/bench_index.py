@@ -48,7 +48,7 @@ def main() -> None:
             t = time.perf_counter()
             write_archive(archive, args.runs, steps=args.steps, projects=10, models=10)
             print(f"generate {args.runs} runs: {time.perf_counter() - t:.1f} s")
-        from sitegen.build import build
+        from sitegen.pipeline.build import build
         from sitegen.config import Config
 
         t = time.perf_counter()

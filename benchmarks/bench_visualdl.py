@@ -23,7 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from sitegen.read import _vdlfast, visualdl  # noqa: E402
+from sitegen.ingest.visualdl import fast as _vdlfast  # noqa: E402
+from sitegen.ingest import visualdl
 
 
 def make_log(tags: int, steps: int) -> Path:

@@ -6,7 +6,7 @@ Inputs are cached under ``benchmarks/.cache/bench/`` (gitignored). Two writers m
   2M-record file and its prefixes (1M, 200k, 50k records, cut at record boundaries);
 * ``write_events`` below, a plain-Python writer that lays records out exactly as tensorboardX
   2.6.5 does (``Event{wall_time, step, summary{value{tag, simple_value}}}`` in field order, step 0
-  omitted as proto3 does, simple_value always written since it sits in a oneof, masked CRC32C from ``sitegen.read.tfrecord``), used
+  omitted as proto3 does, simple_value always written since it sits in a oneof, masked CRC32C from ``sitegen.ingest.tfevents.tfrecord``), used
   for the 10M-record file and the 500-run archive because tensorboardX would take ~7 min for
   each. ``verify_writer`` writes the same values with both writers and checks the bytes are
   identical, and ``check_sample`` parses a sample of every generated file with TensorBoard's
@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from sitegen.read.protowire import encode_varint  # noqa: E402
-from sitegen.read.tfrecord import frame, masked_crc32c  # noqa: E402
+from sitegen.ingest.tfevents.protowire import encode_varint  # noqa: E402
+from sitegen.ingest.tfevents.tfrecord import frame, masked_crc32c  # noqa: E402
 
 CACHE = HERE / ".cache" / "bench"
 RESULTS = CACHE / "results"
@@ -567,7 +567,7 @@ def _readers_section(rd: dict, checks: list[list]) -> list[str]:
           f"tensorboardX wrote {g['tensorboardX_rate']:,.0f} records/s here, so the 10M-record file comes from "
           f"`benchmarks/common.py:write_events` ({g['writer_rate']:,.0f} records/s), which lays records out exactly as "
           "tensorboardX 2.6.5 does (`Event{wall_time, step, summary{value{tag, simple_value}}}`, step 0 omitted, "
-          "masked CRC32C from `sitegen.read.tfrecord.masked_crc32c`). Before it is used, the same values "
+          "masked CRC32C from `sitegen.ingest.tfevents.tfrecord.masked_crc32c`). Before it is used, the same values "
           f"(including 0.0, -0.0, NaN, ±inf, steps with 1- to 3-byte varints) are written by both tensorboardX and it: "
           f"the two files were **byte-identical** ({g['writer_checked_records']:,} records). "
           f"{g['writer_sampled_records']:,} records spread over the generated file were then parsed with "

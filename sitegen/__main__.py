@@ -1,4 +1,4 @@
 """``python -m sitegen``."""
-from .cli import run
+from sitegen.cli import run
 
 run()

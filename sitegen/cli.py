@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
-from .config import load_config
-from .errors import SitegenError, UsageError
+from sitegen import __version__
+from sitegen.config import load_config
+from sitegen.errors import SitegenError, UsageError
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -71,9 +71,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _path_or_url(s: str) -> Path | str:
     """A URL stays a string (``Path`` would turn ``s3://b/k`` into ``s3:/b/k``)."""
-    if "://" not in s:  # (sitegen.remote costs a build of a local archive 5 ms of imports)
+    if "://" not in s:  # (sitegen.tools.remote costs a build of a local archive 5 ms of imports)
         return Path(s)
-    from .remote import is_url
+    from sitegen.tools.remote import is_url
 
     return s if is_url(s) else Path(s)
 
@@ -101,9 +101,10 @@ def _build(args: argparse.Namespace) -> int:
     stamp = cache = pool = tree = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
         # a local archive with a local cache: first ask whether anything changed at all,
-        # before importing the rest of sitegen (see sitegen.stamp)
-        from . import publish, stamp as stamps
-        from .resources import default_cache_dir
+        # before importing the rest of sitegen (see sitegen.pipeline.stamp)
+        from sitegen.publish import staging as publish
+        from sitegen.pipeline import stamp as stamps
+        from sitegen.resources import default_cache_dir
 
         cache = args.cache or default_cache_dir()
         tree = stamps.Tree()
@@ -116,14 +117,14 @@ def _build(args: argparse.Namespace) -> int:
             return _built(args, same.runs, same.files, args.out, same.problems)
         if not extra and publish.live_build(args.out) is None:
             pool = _early_pool(args.jobs, size)
-    from .prefetch import libraries
+    from sitegen.pipeline.readahead import libraries
 
     libraries()  # a build follows: its libraries are read from disk while Python imports
-    from . import build as building
-    from .build import build
+    from sitegen.pipeline import build as building
+    from sitegen.pipeline.build import build
 
     if getattr(args, "leaves_at_once", False):
-        building.HOLD = []  # (see sitegen.build.HOLD)
+        building.HOLD = []  # (see sitegen.pipeline.build.HOLD)
     gc.freeze()  # what was imported stays out of the garbage collector's full passes
 
     progress = _Progress(enabled=not args.quiet)
@@ -145,9 +146,9 @@ def _build(args: argparse.Namespace) -> int:
 def _early_pool(jobs: int, size: int) -> ProcessPoolExecutor | None:
     """Worker processes started before this process imports numpy, pyarrow and the rest of
     sitegen and scans the archive, for a first build (no live site) of an archive whose files
-    pass :data:`sitegen.executors.PARALLEL_MIN_BYTES`: they import meanwhile, on the core this
+    pass :data:`sitegen.pipeline.executors.PARALLEL_MIN_BYTES`: they import meanwhile, on the core this
     process leaves idle, instead of after it. None when the build would not use them."""
-    from . import executors
+    from sitegen.pipeline import executors
 
     workers = jobs or os.cpu_count() or 1
     if workers < 2 or size < executors.PARALLEL_MIN_BYTES:
@@ -201,7 +202,7 @@ class _Progress:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .manifest import verify
+    from sitegen.publish.manifest import verify
 
     bad = verify(args.site, archive=args.archive)
     for line in bad:
@@ -214,14 +215,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .serve import serve
+    from sitegen.tools.serve import serve
 
     serve(args.site, port=args.port, quiet=args.quiet)
     return EXIT_OK
 
 
 def _htpasswd(args: argparse.Namespace) -> int:
-    from .htpasswd import htpasswd_line, read_password
+    from sitegen.tools.htpasswd import htpasswd_line, read_password
 
     print(htpasswd_line(args.user, read_password(from_stdin=args.password_stdin)))
     return EXIT_OK
@@ -231,8 +232,8 @@ def _export(args: argparse.Namespace) -> int:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from .api import read_scalars
-    from .model import ReadOptions
+    from sitegen.ingest.api import read_scalars
+    from sitegen.model import ReadOptions
 
     table = read_scalars(args.archive, options=ReadOptions(verify=not args.no_verify))
     out: Path = args.out
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.leaves_at_once = argv is None  # (run() ends the process when main returns)
     if argv is None:  # the command line: this process is sitegen's alone
-        from .executors import keep_freed_memory, no_blas_threads, without_pandas
+        from sitegen.pipeline.executors import keep_freed_memory, no_blas_threads, without_pandas
 
         without_pandas()
         keep_freed_memory()

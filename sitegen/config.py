@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from sitegen.errors import ConfigError
 
 log = logging.getLogger(__name__)
 LANGUAGES = ("en", "zh-CN")

@@ -150,7 +150,7 @@ def scalar_problems(
                            f"{int(bad.sum())} scalar records have a NaN/infinite wall time (tags {shown}); kept, not placed on time axes"))
     if not steps:
         return out
-    from .model import tag_groups  # here: the data model imports this module
+    from sitegen.model import tag_groups  # here: the data model imports this module
 
     step = table.column("step").to_numpy(zero_copy_only=False)
     g = tag_groups(table)

@@ -13,7 +13,7 @@ from typing import Union
 import numpy as np
 import pyarrow as pa
 
-from .errors import Problem
+from sitegen.errors import Problem
 
 #: Scalars of one run, every record as written (file order, no dedup, NaN/inf kept).
 RUN_SCALARS_SCHEMA = pa.schema(
@@ -195,7 +195,7 @@ class RunSource:
     """A run found by the scan: which reader reads which files of which directory."""
 
     name: str  # posix path relative to the archive; "." for the archive itself
-    format: str  # key of sitegen.read.READERS
+    format: str  # key of sitegen.ingest.READERS
     directory: Path
     files: tuple[Path, ...]  # log files in read order
     parent: str | None = None  # name of the run this is a sub-run of (add_scalars, add_hparams)
@@ -367,4 +367,4 @@ class SiteRun:
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
 
 
-from .downsample import Series  # noqa: E402  (a value type used above; no cycle: downsample imports nothing of ours)
+from sitegen.downsample import Series  # noqa: E402  (a value type used above; no cycle: downsample imports nothing of ours)

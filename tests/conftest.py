@@ -12,7 +12,7 @@ from testpaths import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, ROOT  # noqa: F401  (re-
 
 @pytest.fixture(scope="session")
 def example_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config
 
     out = tmp_path_factory.mktemp("example") / "site"

@@ -1,4 +1,4 @@
-"""Page data columns (:func:`sitegen.charts.numbers`): float32 is chosen exactly when every
+"""Page data columns (:func:`sitegen.pages.charts.numbers`): float32 is chosen exactly when every
 value survives it (NaN payloads aside), and the columns decode back to the values."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sitegen.charts import _same_floats, decode_numbers, numbers
+from sitegen.pages.charts import _same_floats, decode_numbers, numbers
 
 SPECIAL = [0.0, -0.0, 1.5, 0.1, 1e-45, 3.4028234663852886e38, 1e300, math.inf, -math.inf, math.nan,
            np.frombuffer(np.uint64(0x7FF8000000000123).tobytes(), np.float64)[0],  # a NaN with a payload

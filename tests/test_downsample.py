@@ -110,7 +110,7 @@ def test_a_series_that_fits_is_drawn_whole():
 
 
 def test_comparison_levels_keep_what_matters_at_every_resolution():
-    from sitegen.compare import LEVELS, level_bits
+    from sitegen.pages.compare import LEVELS, level_bits
 
     rng = np.random.default_rng(3)
     step = np.arange(500, dtype=np.int64) * 7
@@ -127,7 +127,7 @@ def test_comparison_levels_keep_what_matters_at_every_resolution():
 @pytest.mark.parametrize("case", ["plain", "nan", "inf", "ties", "irregular-steps", "all-nan"])
 def test_level_bits_choose_exactly_what_downsample_chooses(case):
     """The one-scan level bits equal thinning the line once per level."""
-    from sitegen.compare import LEVELS, level_bits
+    from sitegen.pages.compare import LEVELS, level_bits
 
     rng = np.random.default_rng(5)
     step = np.arange(500, dtype=np.int64) * 3

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import sitegen
-from sitegen.build import build, slugify
+from sitegen.pipeline.build import build, slugify
 from sitegen.config import Config
 from testpaths import EXAMPLE, ROOT
 

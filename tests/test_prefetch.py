@@ -1,4 +1,4 @@
-"""Reading ahead (sitegen.prefetch): files announced in job order, never more than the window
+"""Reading ahead (sitegen.pipeline.readahead): files announced in job order, never more than the window
 beyond the jobs done, and a build that reads ahead gives the same site."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sitegen import prefetch
+from sitegen.pipeline import readahead as prefetch
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux/BSD only")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sitegen.scan import scan
+from sitegen.ingest.scan import scan
 
 
 def _touch(path: Path) -> None:
@@ -63,10 +63,10 @@ def test_readers_load_when_asked_for_and_know_their_own_keys():
     import subprocess
     import sys
 
-    code = ("import sys; from sitegen.read import READERS; "
-            "assert not any(m.startswith('sitegen.read.') for m in sys.modules), sorted(sys.modules); "
-            "READERS['tabular']; loaded = sorted(m for m in sys.modules if m.startswith('sitegen.read.')); "
-            "assert 'sitegen.read.tabular' in loaded and 'sitegen.read.mlflow' not in loaded, loaded; "
+    code = ("import sys; from sitegen.ingest import READERS; "
+            "assert not any(m.startswith('sitegen.ingest.') for m in sys.modules), sorted(sys.modules); "
+            "READERS['tabular']; loaded = sorted(m for m in sys.modules if m.startswith('sitegen.ingest.')); "
+            "assert 'sitegen.ingest.tabular' in loaded and 'sitegen.ingest.mlflow' not in loaded, loaded; "
             "print(','.join(f'{k}={v.FORMAT}' for k, v in READERS.items()))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -10,8 +10,8 @@ import pytest
 
 from testpaths import EXAMPLE
 from sitegen.model import ReadOptions, RunData
-from sitegen.read import tfevents
-from sitegen.store import Store
+from sitegen.ingest import tfevents
+from sitegen.cache.store import Store
 
 
 def _biggest_event_file() -> Path:
@@ -163,7 +163,7 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     import pyarrow as pa
 
     from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
-    from sitegen.store import _narrow, _widen
+    from sitegen.cache.store import _narrow, _widen
 
     rng = np.random.default_rng(7)
     n = 3000

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.model import ReadOptions
-from sitegen.read import tfevents, visualdl
-from sitegen.read.protowire import encode_varint
-from sitegen.read.tfrecord import frame
+from sitegen.ingest import tfevents, visualdl
+from sitegen.ingest.tfevents.protowire import encode_varint
+from sitegen.ingest.tfevents.tfrecord import frame
 
 
 def small_png() -> bytes:

@@ -14,12 +14,12 @@ import pytest
 
 import corpus
 import sitegen
-from sitegen.build import build
+from sitegen.pipeline.build import build
 from sitegen.config import Config
 from sitegen.model import ReadOptions
-from sitegen.read import mlflow, tabular, tfevents, visualdl
-from sitegen.read.tfrecord import masked_crc32c
-from sitegen.scan import scan
+from sitegen.ingest import mlflow, tabular, tfevents, visualdl
+from sitegen.ingest.tfevents.tfrecord import masked_crc32c
+from sitegen.ingest.scan import scan
 
 BOTH = [True, False]
 
@@ -202,7 +202,7 @@ def test_file_vanishes_or_changes_during_the_build(tmp_path, monkeypatch):
     for name in ("a", "b", "c"):
         (arch / name).mkdir(parents=True)
         (arch / name / "events.out.tfevents.1.x").write_bytes(corpus.tf_file(RECS))
-    import sitegen.build as build_mod
+    import sitegen.pipeline.build as build_mod
 
     real_scan = build_mod.scan
 
@@ -249,7 +249,7 @@ def test_steps_out_of_order_and_repeated(tmp_path, fast):
     assert [s for _, s, _, _ in scalars(run)] == [5, 3, 3, 7, -2, 2**62]
     result = build(arch, tmp_path / "site", config=Config(), use_cache=False)
     assert result.runs == 1
-    # LEAD: needs sitegen.build to call sitegen.errors.scalar_problems(table, name, steps=True) per run
+    # LEAD: needs sitegen.pipeline.build to call sitegen.errors.scalar_problems(table, name, steps=True) per run
     assert "step-order" in {p.kind for p in result.problems}, result.problems
 
 
@@ -310,7 +310,7 @@ def test_build_survives_a_damaged_archive_and_reports_it(tmp_path, tbx, vdl):
     index = (site / "index.html").read_text("utf-8")
     for path in damaged:
         assert path in index, path
-    # LEAD: build-report.json is not written by sitegen.build yet
+    # LEAD: build-report.json is not written by sitegen.pipeline.build yet
     report = site / "build-report.json"
     assert report.is_file(), "SITE/build-report.json is missing"
     import json

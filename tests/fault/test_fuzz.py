@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import corpus
 from sitegen.model import ReadOptions, RunSource
-from sitegen.read import mlflow, tabular, tfevents, visualdl
+from sitegen.ingest import mlflow, tabular, tfevents, visualdl
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 _TMP = Path(tempfile.mkdtemp(prefix="sitegen-fuzz-"))

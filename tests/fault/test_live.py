@@ -9,11 +9,11 @@ from pathlib import Path
 
 import corpus
 from testpaths import page_payload
-from sitegen.build import build
-from sitegen.charts import decode_numbers
+from sitegen.pipeline.build import build
+from sitegen.pages.charts import decode_numbers
 from sitegen.config import Config
-from sitegen.read import tfevents, visualdl
-from sitegen.store import Store
+from sitegen.ingest import tfevents, visualdl
+from sitegen.cache.store import Store
 from sitegen.model import ReadOptions
 
 N = 2000

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sitegen.build import build
+from sitegen.pipeline.build import build
 from sitegen.config import Config
 
 P1 = "<script>window.__xss=1</script>"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import manifest, publish
+from sitegen.publish import manifest, staging as publish
 from sitegen.errors import SitegenError
 
 from _publish_helpers import EXAMPLE, REPO, run_sitegen

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from sitegen.htpasswd import apr1, check, htpasswd_line
-from sitegen.serve import SECURITY_HEADERS
+from sitegen.tools.htpasswd import apr1, check, htpasswd_line
+from sitegen.tools.serve import SECURITY_HEADERS
 
 from _publish_helpers import EXAMPLE, REPO, run_sitegen
 
@@ -198,13 +198,13 @@ def test_a_first_build_starts_its_workers_before_importing_the_rest(tmp_path, ca
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import sys\n"
-        "import sitegen.executors as ex\n"
+        "import sitegen.pipeline.executors as ex\n"
         "from sitegen.cli import main\n"
         "if __name__ == '__main__':\n"
         "    ex.PARALLEL_MIN_BYTES = 0\n"  # the small example counts as large
         "    real = ex.local_pool\n"
         "    def local_pool(n):\n"
-        "        print('pool', n, 'sitegen.build' in sys.modules)\n"
+        "        print('pool', n, 'sitegen.pipeline.build' in sys.modules)\n"
         "        return real(n)\n"
         "    ex.local_pool = local_pool\n"
         "    import sitegen.cli\n"
@@ -216,7 +216,7 @@ def test_a_first_build_starts_its_workers_before_importing_the_rest(tmp_path, ca
     r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
                        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (r.returncode, r.stderr) == (0, "")
-    # (the third build: sitegen.build was imported by the first, in this same process)
+    # (the third build: sitegen.pipeline.build was imported by the first, in this same process)
     assert r.stdout.splitlines() == ["pool 2 False", "exit 0", "exit 0", "pool 2 True", "exit 0"]
     assert (tmp_path / "site" / "index.html").is_file()
 
@@ -228,11 +228,11 @@ def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import atexit, sys\n"
-        "import sitegen.build, sitegen.executors\n"
+        "import sitegen.pipeline.build, sitegen.pipeline.executors\n"
         "from sitegen.cli import run\n"
         "if __name__ == '__main__':\n"  # (the spawned workers import this file too)
-        "    sitegen.executors.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
-        "    sitegen.build.MIN_PARALLEL_RUNS = 1\n"
+        "    sitegen.pipeline.executors.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
+        "    sitegen.pipeline.build.MIN_PARALLEL_RUNS = 1\n"
         "    atexit.register(print, 'exit functions ran')\n"
         "    sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
         "    run()\n"

@@ -1,5 +1,5 @@
 """A rebuild that draws a few runs shares its comparison pages with a forked child
-(``sitegen.forks``): the same site as drawing them all in one process, also when the child
+(``sitegen.pipeline.forks``): the same site as drawing them all in one process, also when the child
 fails, and no fork where one would be unsafe.
 
 The builds run in their own interpreter, as the command does: there OpenBLAS is held to one
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import forks
+from sitegen.pipeline import forks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
 from eventgen import write_grid, write_run  # noqa: E402
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 DRIVER = textwrap.dedent("""
     import json, os, sys
     archive, out, cache, log, fail = sys.argv[1:6]
-    from sitegen import build as b, forks
+    from sitegen.pipeline import build as b, forks
     real_init, real_draw = forks.Child.__init__, b.draw_group
     parent = os.getpid()
     forked = []
@@ -119,7 +119,7 @@ def test_a_rebuild_shares_its_pages_with_a_forked_child(archive: Path, tmp_path:
 def test_a_child_gives_back_what_it_returned_or_none():
     script = textwrap.dedent("""
         import os, sys
-        from sitegen import forks
+        from sitegen.pipeline import forks
         assert forks.can_fork()
         ok = forks.Child(lambda: {"pages": [1, 2], "pid": os.getpid()})
         child = ok.pid

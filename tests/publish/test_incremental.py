@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import manifest, publish
-from sitegen.build import build, slugify
+from sitegen.publish import manifest, staging as publish
+from sitegen.pipeline.build import build, slugify
 from sitegen.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
@@ -140,7 +140,7 @@ def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path
 def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: Path):
     """A kept summary that parses but is not a summary (a damaged or foreign cache) is drawn
     again, never the end of the build; the site is the same as from a sound cache."""
-    from sitegen.store import Store
+    from sitegen.cache.store import Store
 
     out, cache = tmp_path / "site", tmp_path / "cache"
     build(archive, out, config=Config(), cache=cache)
@@ -160,8 +160,8 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     """A comparison page's curves come in pieces of a few runs: a rebuild after one log grew
     draws only the pieces holding its run, takes the others as the last build kept them, and
     gives the very pages a build from scratch gives (also when the kept pieces are damaged)."""
-    from sitegen import compare
-    from sitegen.store import Store
+    from sitegen.pages import compare
+    from sitegen.cache.store import Store
 
     monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
     monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)
@@ -231,7 +231,7 @@ def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeyp
     drawn again, to the page a build from scratch gives."""
     from testpaths import page_payload
 
-    from sitegen import compare
+    from sitegen.pages import compare
 
     monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)  # a run a piece at full resolution
 
@@ -263,8 +263,8 @@ def test_a_rebuild_reuses_runs_from_the_packed_summaries(archive: Path, tmp_path
     """A build packs its runs' summaries in one file; the next build reuses unchanged runs from
     it without opening their summaries one by one, and from the summaries when the pack is
     damaged or missing: the same site every time."""
-    from sitegen import stamp
-    from sitegen.store import Store
+    from sitegen.pipeline import stamp
+    from sitegen.cache.store import Store
 
     out, cache = tmp_path / "site", tmp_path / "cache"
     build(archive, out, config=Config(), cache=cache)

@@ -6,7 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from sitegen import __version__, manifest
+from sitegen import __version__
+from sitegen.publish import manifest
 
 from _publish_helpers import EXAMPLE, run_sitegen
 

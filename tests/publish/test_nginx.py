@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from sitegen.serve import SECURITY_HEADERS
+from sitegen.tools.serve import SECURITY_HEADERS
 
 from _publish_helpers import CHROMIUM, CHROMIUM_ARGS, NGINX, REPO, free_port, run_sitegen
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import build as build_module, executors
-from sitegen.build import EarlyGroups, build
-from sitegen.compare import Group, group_slug, groups
+from sitegen.pipeline import build as build_module, executors
+from sitegen.pipeline.build import EarlyGroups, build
+from sitegen.pages.compare import Group, group_slug, groups
 from sitegen.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))

@@ -1,5 +1,5 @@
 """Each build and the cache start a directory hierarchy of their own (``chattr +T``), where the
-file system takes the hint: see :mod:`sitegen.placement`. Checked with e2fsprogs' own
+file system takes the hint: see :mod:`sitegen.publish.placement`. Checked with e2fsprogs' own
 ``chattr``/``lsattr``, not with sitegen's code."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sitegen import placement
-from sitegen.build import build
+from sitegen.publish import placement
+from sitegen.pipeline.build import build
 from sitegen.config import Config
-from sitegen.publish import builds_dir
+from sitegen.publish.staging import builds_dir
 
 from _publish_helpers import EXAMPLE
 

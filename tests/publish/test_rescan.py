@@ -1,5 +1,5 @@
 """A rebuild takes the last build's scan and run keys when the archive kept its shape
-(:mod:`sitegen.rescan`): its site is the one a scanning build makes, and anything that changes
+(:mod:`sitegen.pipeline.rescan`): its site is the one a scanning build makes, and anything that changes
 the shape (files or folders added, removed or renamed, a non-log file changed, a symlinked
 folder, other scan options) scans again."""
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import build as build_module
-from sitegen import stamp, summary
-from sitegen.build import build
+from sitegen.pipeline import build as build_module
+from sitegen.pipeline import stamp
+from sitegen.cache import summary
+from sitegen.pipeline.build import build
 from sitegen.config import Config, RunsConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))

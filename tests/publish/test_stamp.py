@@ -1,4 +1,4 @@
-"""The command line's quick answer for an archive that did not change (sitegen.stamp): no scan,
+"""The command line's quick answer for an archive that did not change (sitegen.pipeline.stamp): no scan,
 no numpy or pyarrow; and any change it cannot vouch for takes the normal path."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sitegen import publish
+from sitegen.publish import staging as publish
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
 from eventgen import write_run  # noqa: E402
@@ -20,7 +20,7 @@ PROBE = (
     "sys.argv = ['sitegen', 'build', *sys.argv[1:]]\n"
     "from sitegen import cli\n"
     "code = cli.main()\n"
-    "print('HEAVY' if 'sitegen.build' in sys.modules or 'pyarrow' in sys.modules else 'LIGHT', code)\n"
+    "print('HEAVY' if 'sitegen.pipeline.build' in sys.modules or 'pyarrow' in sys.modules else 'LIGHT', code)\n"
 )
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions, RunSource
-from sitegen.read import tabular
+from sitegen.ingest import tabular
 
 NAN, INF = math.nan, math.inf
 

@@ -15,7 +15,8 @@ from visualdl import LogReader, LogWriter
 from visualdl.proto import record_pb2
 
 from sitegen.model import ReadOptions, RunSource
-from sitegen.read import _vdlfast, visualdl as vdl
+from sitegen.ingest.visualdl import fast as _vdlfast
+from sitegen.ingest import visualdl as vdl
 
 OPTS = ReadOptions()
 

@@ -19,7 +19,7 @@ from testpaths import EXAMPLE
 @pytest.fixture(scope="session")
 def reference_site(tmp_path_factory) -> Path:
     """The example archive built on this machine the ordinary way (local executor)."""
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
 
     base = tmp_path_factory.mktemp("reference")
     build(EXAMPLE, base / "site", config=CONFIG, cache=base / "cache")

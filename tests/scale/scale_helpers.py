@@ -32,7 +32,7 @@ def need(module: str):
 
 def slow_process(job):
     """build.process, slowly: keeps tasks on the workers long enough to kill one mid-build."""
-    from sitegen.build import process
+    from sitegen.pipeline.build import process
 
     time.sleep(float(os.environ.get("SITEGEN_TEST_SLEEP", "0.6")))
     return process(job)
@@ -45,7 +45,7 @@ def _attempt_file(job) -> Path:
 
 def flaky_process(job):
     """Raises on the first attempt of each job (a transient error), then works."""
-    from sitegen.build import process
+    from sitegen.pipeline.build import process
 
     marker = _attempt_file(job)
     with marker.open("a") as f:
@@ -68,8 +68,8 @@ def broken_process(job):
 
 @contextlib.contextmanager
 def run_all_via(run_all):
-    """Build with ``sitegen.build.run_all`` replaced (restored afterwards)."""
-    import sitegen.build as B
+    """Build with ``sitegen.pipeline.build.run_all`` replaced (restored afterwards)."""
+    import sitegen.pipeline.build as B
 
     saved = B.run_all
     B.run_all = run_all
@@ -81,14 +81,14 @@ def run_all_via(run_all):
 
 def build_supports_executor() -> bool:
     """True once build() takes ``executor=``/``scheduler=`` itself."""
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
 
     return "executor" in inspect.signature(build).parameters
 
 
 def build_supports_urls() -> bool:
-    """True once build() localizes URL archives and caches itself (through sitegen.remote)."""
-    import sitegen.build as B
+    """True once build() localizes URL archives and caches itself (through sitegen.tools.remote)."""
+    import sitegen.pipeline.build as B
 
     return hasattr(B, "_localize")
 
@@ -97,8 +97,8 @@ def build_site(archive, out: Path, *, cache: Path, executor: str = "local", sche
                workers: int = 0, fn=None):
     """``build(..., executor=, scheduler=)``; before build() takes those, the same through
     ``run_all`` replaced by ``map_jobs``."""
-    from sitegen.build import build
-    from sitegen.executors import map_jobs
+    from sitegen.pipeline.build import build
+    from sitegen.pipeline.executors import map_jobs
 
     if fn is None and not workers and build_supports_executor():
         return build(archive, out, config=CONFIG, cache=cache, executor=executor, scheduler=scheduler)
@@ -113,9 +113,9 @@ def build_site(archive, out: Path, *, cache: Path, executor: str = "local", sche
 
 def build_remote(archive_url: str, out: Path, *, cache_url: str):
     """A build from a URL archive with a URL cache: build() itself once it takes URLs, else
-    exactly what it will do (sitegen.remote.localize, build on the local folders, push)."""
-    from sitegen import remote
-    from sitegen.build import build
+    exactly what it will do (sitegen.tools.remote.localize, build on the local folders, push)."""
+    from sitegen.tools import remote
+    from sitegen.pipeline.build import build
 
     if build_supports_urls():
         return build(archive_url, out, config=CONFIG, cache=cache_url)

@@ -14,7 +14,7 @@ def test_cli_builds_on_a_dask_scheduler(cluster, reference_site, tmp_path, monke
 
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     captured = {}
-    import sitegen.build as B
+    import sitegen.pipeline.build as B
 
     real = B.build
 
@@ -35,7 +35,7 @@ def test_cli_builds_on_a_dask_scheduler(cluster, reference_site, tmp_path, monke
 def test_cli_keeps_urls_as_strings_and_scheduler_implies_dask(tmp_path, monkeypatch):
     """``Path("s3://b/k")`` would be ``s3:/b/k``: URLs reach build() untouched."""
     from sitegen.cli import main
-    import sitegen.build as B
+    import sitegen.pipeline.build as B
 
     seen = {}
 

@@ -40,7 +40,7 @@ def test_many_runs_in_chunks_keep_job_order(cluster, tmp_path):
 def test_worker_killed_mid_build(cluster, reference_site, tmp_path):
     """os._exit on the worker that holds running tasks, right after the first result: the
     scheduler runs its tasks again elsewhere (the nanny restarts it) and the site is the same."""
-    from sitegen.executors import map_jobs
+    from sitegen.pipeline.executors import map_jobs
 
     cl, client = cluster
     before = client.run(os.getpid)
@@ -57,7 +57,7 @@ def test_worker_killed_mid_build(cluster, reference_site, tmp_path):
             yield result
 
     with H.run_all_via(run_all):
-        from sitegen.build import build
+        from sitegen.pipeline.build import build
 
         build(EXAMPLE, tmp_path / "site", config=H.CONFIG, cache=tmp_path / "cache")
     assert killed, "no worker was killed"
@@ -109,7 +109,7 @@ def test_in_flight_window_is_bounded(cluster, tmp_path, monkeypatch):
     """Never more than workers x DASK_INFLIGHT_PER_WORKER chunks submitted and not yet consumed."""
     import distributed
 
-    import sitegen.executors as E
+    import sitegen.pipeline.executors as E
 
     cl, _client = cluster
     monkeypatch.setattr(E, "DASK_CHUNK_MAX", 1)
@@ -130,7 +130,7 @@ def test_in_flight_window_is_bounded(cluster, tmp_path, monkeypatch):
             yield result
 
     with H.run_all_via(run_all):
-        from sitegen.build import build
+        from sitegen.pipeline.build import build
 
         build(archive, tmp_path / "site", config=H.CONFIG, cache=tmp_path / "cache")
     limit = 2 * E.DASK_INFLIGHT_PER_WORKER
@@ -140,7 +140,7 @@ def test_in_flight_window_is_bounded(cluster, tmp_path, monkeypatch):
 
 def test_unknown_executor_and_stray_scheduler_are_usage_errors():
     from sitegen.errors import UsageError
-    from sitegen.executors import map_jobs
+    from sitegen.pipeline.executors import map_jobs
 
     with pytest.raises(UsageError, match="unknown executor"):
         list(map_jobs([], executor="ray"))

@@ -26,7 +26,7 @@ def _object_gets(requests: list[dict], prefix: str) -> list[str]:
 
 
 def test_is_url():
-    from sitegen.remote import is_url
+    from sitegen.tools.remote import is_url
 
     assert is_url("s3://bucket/logs") and is_url("gs://b/x") and is_url("file:///tmp/a")
     assert not is_url("logs/s3") and not is_url(Path("s3://bucket")) and not is_url("C:\\logs")
@@ -47,7 +47,7 @@ def test_build_from_s3_is_the_build_from_disk(s3, s3fs_client, reference_site, f
 
 
 def test_listing_is_one_paginated_sequence_and_mirror_is_incremental(s3, s3fs_client, tmp_path):
-    from sitegen.remote import sync_archive
+    from sitegen.tools.remote import sync_archive
 
     n = 1050  # more than one page (1,000 keys)
     s3fs_client.mkdir("many")
@@ -91,7 +91,7 @@ def test_listing_is_one_paginated_sequence_and_mirror_is_incremental(s3, s3fs_cl
 def test_decode_cache_on_s3_is_reused_by_a_second_build(s3, s3fs_client, reference_site, fresh_home, tmp_path, monkeypatch):
     """Build 1 decodes everything and pushes the cache; build 2 starts from an empty machine
     (no mirror, no local cache: both wiped), pulls the cache and decodes nothing."""
-    from sitegen.read import READERS
+    from sitegen.ingest import READERS
 
     s3fs_client.mkdir("site-b")
     _upload(s3fs_client, EXAMPLE, "site-b/archive")
@@ -125,7 +125,7 @@ def test_decode_cache_on_s3_is_reused_by_a_second_build(s3, s3fs_client, referen
 
 def test_missing_archive_url_is_a_usage_error(s3, s3fs_client, tmp_path):
     from sitegen.errors import UsageError
-    from sitegen.remote import mirror_archive
+    from sitegen.tools.remote import mirror_archive
 
     s3fs_client.mkdir("empty-bucket")
     for url in ("s3://empty-bucket/does-not-exist", "s3://no-such-bucket/logs"):
@@ -134,7 +134,7 @@ def test_missing_archive_url_is_a_usage_error(s3, s3fs_client, tmp_path):
 
 
 def test_file_url_archive_and_cache_need_no_copy(tmp_path):
-    from sitegen.remote import localize
+    from sitegen.tools.remote import localize
 
     loc = localize(f"file://{EXAMPLE}", f"file://{tmp_path / 'cache'}")
     assert loc.archive == EXAMPLE and loc.cache == tmp_path / "cache" and loc.push() is None

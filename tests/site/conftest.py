@@ -9,7 +9,7 @@ import pytest
 @pytest.fixture(scope="session")
 def many_runs_site(tmp_path_factory) -> Path:
     from eventgen import write_archive
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config
 
     root = tmp_path_factory.mktemp("many")

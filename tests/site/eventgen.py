@@ -10,8 +10,8 @@ import random
 import struct
 from pathlib import Path
 
-from sitegen.read.protowire import encode_varint
-from sitegen.read.tfrecord import frame
+from sitegen.ingest.tfevents.protowire import encode_varint
+from sitegen.ingest.tfevents.tfrecord import frame
 
 
 def _bytes_field(num: int, data: bytes) -> bytes:

@@ -73,11 +73,11 @@ def test_nan_is_visible_as_a_marker(page, example_site: Path):
 
 def test_page_script_decodes_chart_columns_like_python(page, example_site: Path):
     """Every compact column (progressions, float32/float64 base64, run lengths) of the run and
-    comparison pages decodes in Chromium to what ``sitegen.charts.decode_numbers`` gives."""
+    comparison pages decodes in Chromium to what ``sitegen.pages.charts.decode_numbers`` gives."""
     import json
     import math
 
-    from sitegen.charts import decode_numbers
+    from sitegen.pages.charts import decode_numbers
 
     def same(a: list, b: list) -> bool:
         return len(a) == len(b) and all(x == y or (x is None and y is None) or
@@ -106,7 +106,7 @@ def test_page_script_decodes_chart_columns_like_python(page, example_site: Path)
     # non-finite values and -0.0
     import numpy as np
 
-    from sitegen.charts import numbers
+    from sitegen.pages.charts import numbers
 
     made = [numbers(np.array([5, -3, 2**31 - 1, -(2**31) + 1, 7])), numbers(np.arange(0, 3000, 3)),
             numbers(np.array([0.5, np.nan, np.inf, -np.inf, -0.0], np.float32).astype(np.float64)),

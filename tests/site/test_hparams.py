@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from sitegen.hparams import comparison_table, is_config_tag, lower_is_better, parse_config, parse_yaml_map
+from sitegen.prepare.hparams import comparison_table, is_config_tag, lower_is_better, parse_config, parse_yaml_map
 
 
 def test_json_config_is_flattened():

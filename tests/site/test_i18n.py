@@ -66,7 +66,7 @@ def zh_site(tmp_path_factory) -> Path:
     from tensorboardX import SummaryWriter
 
     from eventgen import scalar_event, version_event
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config
 
     root = tmp_path_factory.mktemp("zh")

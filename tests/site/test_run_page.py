@@ -10,14 +10,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from sitegen.charts import decode_numbers
+from sitegen.pages.charts import decode_numbers
 from testpaths import page_payload
 
 
 @pytest.fixture(scope="module")
 def rich_site(tmp_path_factory) -> Path:
     from eventgen import write_run
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config
 
     root = tmp_path_factory.mktemp("rich")
@@ -71,7 +71,7 @@ def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
     from tensorboardX import SummaryWriter
 
     from sitegen import read_scalars
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
@@ -134,7 +134,7 @@ def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
     import numpy as np
     from tensorboardX import SummaryWriter
 
-    from sitegen.build import build
+    from sitegen.pipeline.build import build
     from sitegen.config import Config, LimitsConfig
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
@@ -158,11 +158,11 @@ def test_a_drawn_run_leaves_no_cycles(tmp_path: Path):
     walked them again and again). Every run of the example archive, every format."""
     import gc
 
-    from sitegen import build as B
-    from sitegen import render
+    from sitegen.pipeline import build as B
+    from sitegen.pages import render
     from sitegen.config import Config
-    from sitegen.scan import scan
-    from sitegen.store import Store
+    from sitegen.ingest.scan import scan
+    from sitegen.cache.store import Store
     from testpaths import EXAMPLE
 
     config = Config()

@@ -1,0 +1,570 @@
+"""The decode cache: one entry per log file, one file each: a JSON header, then its tables as
+Arrow IPC files laid end to end.
+
+Keyed by the file's absolute path, size, mtime and the decoder version. Log files only grow, so
+when a cached file has grown, only its new tail is decoded (from the last complete record) and
+appended to the entry. Only this module touches the cache folder; every write is atomic (temp
+file + rename), and an unreadable entry is simply decoded again. One file per entry, not a
+folder of them: creating files and folders was a third of what caching a small run cost.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import marshal
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from sitegen.errors import Problem
+from sitegen.publish import placement
+from sitegen.pipeline.readahead import advise
+from sitegen.resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
+from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData, SourceFile, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes, tag_groups
+
+log = logging.getLogger(__name__)
+
+#: Bump when any decoder's output changes: every cached entry is then decoded again.
+DECODER_VERSION = "2"
+#: hex digits of a key naming its folder: 16 folders per kind, not 256 (a fresh cache made
+#: 512 folders, each costing up to a millisecond; 10,000 runs are still only 625 files a folder)
+SHARD = 1
+_TOP_DIRS = ("files", "runs")  # the cache's bulk, each folder in a block group of its own (placement)
+_ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
+
+_F64 = pa.list_(pa.float64())
+_SCHEMAS = {
+    "images": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("width", pa.int64()), ("height", pa.int64())]),
+    "audio": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("sample_rate", pa.float64())]),
+    "texts": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("text", pa.large_string())]),
+    "histograms": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("left", _F64), ("right", _F64), ("count", _F64)]),
+    "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
+    "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
+}
+#: a run summary file: the header (magic; points, JSON length and lines as u64; the columns'
+#: types; for each level k of ``sitegen.pages.compare.LEVELS``, the points drawn at level k or a
+#: coarser one, as u64), each line's point count (u32), the points (their columns side by
+#: side, coarsest level first), the JSON document
+_SUMMARY_MAGIC = b"SGSUM04\n"
+_PACK_MAGIC = b"SGPAK02\n"  # a build's run summaries (Store.put_pack): magic, CRC-32, marshal data
+_PIECES_MAGIC = b"SGPCS03\n"  # the head of a piece of a comparison page (Store.put_pieces)
+#: the points columns of a run summary, in file order, with the types they are read back as;
+#: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
+SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
+#: and in the file, each point's place in the original order (points are kept coarsest first)
+_FILE_COLUMNS = SUMMARY_COLUMNS + (("pos", "<i4"),)
+_NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",),
+           "pos": ("<u2", "<i4")}
+_TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", "u1": b"B"}
+_CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
+_LEVEL_SLOTS = 8  # bits of a point's level byte
+_SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
+def _row_type(types: list[str]) -> np.dtype:
+    """A summary point as it is kept: its columns side by side, packed."""
+    return np.dtype([(name, t) for (name, _), t in zip(_FILE_COLUMNS, types)])
+
+
+#: the coarsest level a level byte draws its point at (its highest bit; -1: none)
+_TOP = np.array([v.bit_length() - 1 for v in range(256)], np.int8)
+
+
+def _narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
+    """``values`` as the narrowest type of column ``name`` that gives them back exactly."""
+    values = np.ascontiguousarray(values, dtype=wide)
+    for dtype in _NARROW[name][:-1]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = values.astype(dtype)
+        if np.array_equal(narrow.astype(wide).view(f"u{values.itemsize}"), values.view(f"u{values.itemsize}")):
+            return narrow
+    return values.astype(_NARROW[name][-1])
+_TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
+
+
+def _to_table(kind: str, items: list) -> pa.Table:
+    schema = _SCHEMAS[kind]
+    if kind == "curves":
+        rows = {"kind": [c.kind for c in items], "tag": [c.tag for c in items], "step": [c.step for c in items],
+                "wall_time": [c.wall_time for c in items], "names": [list(c.columns) for c in items],
+                "values": [[np.asarray(v, dtype=np.float64).tolist() for v in c.columns.values()] for c in items]}
+    else:
+        rows = {f.name: [_plain(getattr(i, f.name)) for i in items] for f in schema}
+    return pa.table(rows, schema=schema)
+
+
+def _plain(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+def _from_table(kind: str, table: pa.Table) -> list:
+    rows = table.to_pylist()
+    if kind == "curves":
+        return [Curve(r["kind"], r["tag"], r["step"], r["wall_time"], {n: np.array(v) for n, v in zip(r["names"], r["values"])}) for r in rows]
+    if kind == "histograms":
+        return [Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows]
+    return [_TYPES[kind](**r) for r in rows]
+
+
+class Store:
+    """A cache folder (``None``: caching off)."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = Path(root) if root is not None else None
+
+    def blob(self, name: str, make: Callable[[], bytes]) -> bytes:
+        """A named byte string made once and then kept (e.g. the Vega bundle).
+
+        Blobs depend only on the installed packages, never on an archive, so besides this
+        store they are kept in the machine's default cache too: a build with a fresh
+        ``--cache`` folder does not pay the seconds the Vega bundle and the chart templates
+        take to make."""
+        if self.root is None:
+            return make()
+        roots = list(dict.fromkeys([self.root, default_cache_dir()]))
+        for root in roots:
+            try:
+                data = (root / "blobs" / name).read_bytes()
+                break
+            except OSError:
+                continue
+        else:
+            data = make()
+        for root in roots:
+            path = root / "blobs" / name
+            if path.exists():
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+                tmp.write_bytes(data)
+                os.replace(tmp, path)
+            except OSError as exc:
+                log.warning("cannot cache %s in %s: %s", name, root, exc)
+        return data
+
+    def sha256(self, path: Path, limit: int) -> tuple[str, int]:
+        """SHA-256 of the first ``limit`` bytes of a log file, remembered per (path, size, mtime):
+        hashing a large archive on every nightly build would cost more than the build itself."""
+        from sitegen.publish.manifest import sha256_file
+
+        if self.root is None:
+            return sha256_file(path, limit)
+        st = path.stat()
+        key = f"{path.resolve()}|{limit}|{st.st_size}|{st.st_mtime_ns}"
+        slot = self.root / "hashes" / DECODER_VERSION / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        try:
+            digest, n = slot.read_text("ascii").split()
+            return digest, int(n)
+        except (OSError, ValueError):
+            pass
+        digest, n = sha256_file(path, limit)
+        try:
+            _put(slot, [f"{digest} {n}".encode("ascii")])
+        except OSError:
+            pass
+        return digest, n
+
+    def put_summary(self, key: str, doc: dict, columns: dict[str, np.ndarray]) -> bytes | None:
+        """Keep a run's summary under ``key``: one file holding the points as raw columns
+        (:data:`SUMMARY_COLUMNS`, all of one length, lines in order) and the JSON document.
+        One file per run: creating files is most of what keeping 500 summaries costs; raw
+        columns behind a fixed header: a comparison page reads hundreds of them, and opening an
+        Arrow file (or parsing the document) costs more than reading the points. The points are
+        kept coarsest level first, so a page that draws few points per line reads only the
+        first of them (:meth:`get_points`). The document's JSON text, None if it could not."""
+        if self.root is None:
+            return None
+        line = np.asarray(columns["line"])
+        n = len(line)
+        top = _TOP[np.asarray(columns["levels"], np.uint8)]
+        order = np.argsort(-top, kind="stable")
+        upto = [int(np.count_nonzero(top >= k)) for k in range(_LEVEL_SLOTS)]
+        counts = np.bincount(line, minlength=int(line.max()) + 1 if n else 0).astype("<u4")
+        cols = [*(_narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
+                _narrowest("pos", order, "<i4")]
+        codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
+        rows = np.empty(n, _row_type([c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols]))
+        for (name, _), c in zip(_FILE_COLUMNS, cols):
+            rows[name] = c
+        text = json.dumps(doc).encode("utf-8", "surrogatepass")
+        head = b"".join(x.to_bytes(8, "little") for x in (n, len(text), len(counts), *upto))
+        try:
+            self._ready()
+            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(),
+                                                 rows.tobytes(), text])
+            return text
+        except OSError as exc:
+            log.warning("cannot keep the run summary %s: %s", key, exc)
+            return None
+
+    def _summary_read(self, key: str, level: int | None, doc: bool) -> tuple | None:
+        """The JSON document of a summary file (``doc``), else its points: (per-line point
+        counts, {column: values}) with only the points drawn at ``level`` or a coarser one when
+        ``level`` is given (the first points kept), in file order. None when the file is
+        missing or not a summary."""
+        if self.root is None:
+            return None
+        try:  # a plain descriptor and a string path: a comparison page reads hundreds of these
+            fd = os.open(self._summary_path(key), os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            start = os.pread(fd, _SUMMARY_HEAD, 0)
+            if len(start) < _SUMMARY_HEAD or not start.startswith(_SUMMARY_MAGIC):
+                return None
+            at = len(_SUMMARY_MAGIC)
+            n, size, lines = (int.from_bytes(start[at + 8 * i : at + 8 * i + 8], "little") for i in range(3))
+            types = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
+            if None in types:
+                return None
+            row = _row_type(types)
+            body = _SUMMARY_HEAD + 4 * lines
+            if doc:
+                part = os.pread(fd, size, body + n * row.itemsize)
+                return part if len(part) == size else None
+            at += 32
+            m = n if level is None else int.from_bytes(start[at + 8 * level : at + 8 * level + 8], "little")
+            part = os.pread(fd, 4 * lines + m * row.itemsize, _SUMMARY_HEAD)  # one read: points are kept row by row
+            if len(part) != 4 * lines + m * row.itemsize:
+                return None
+            rows = np.frombuffer(part, row, m, 4 * lines)
+            return np.frombuffer(part, "<u4", lines), {name: rows[name] for name, _ in _FILE_COLUMNS}
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+
+    def entry_file(self, path: Path) -> str | None:
+        """Where the cache keeps what ``path`` decoded to (None: caching off), e.g. to read it
+        ahead (it may not exist)."""
+        return None if self.root is None else str(self._entry_path(path))
+
+    def read_ahead(self, keys: list[str]) -> None:
+        """Ask the kernel to read these runs' summaries now, all at once: a nightly rebuild
+        reuses hundreds that left the page cache since the night before, and read one after
+        another from a cloud disk, 500 took 4 s (see :mod:`sitegen.pipeline.readahead`)."""
+        if self.root is not None:
+            for key in keys:
+                advise(self._summary_path(key))
+
+    def get_summary(self, key: str) -> dict | None:
+        """A run's summary (its points stay on disk: :meth:`get_points`)."""
+        got = self._summary_read(key, None, doc=True)
+        try:
+            return None if got is None else json.loads(got)
+        except ValueError:
+            return None
+
+    def get_pack(self, name: str) -> dict[str, bytes]:
+        """The run summaries a build packed (:meth:`put_pack`), by key, each in :mod:`marshal`'s
+        format; empty when there is no pack or it is damaged."""
+        if self.root is None:
+            return {}
+        try:
+            data = Path(self.root, "packs", name).read_bytes()
+            at = len(_PACK_MAGIC) + 4
+            if not data.startswith(_PACK_MAGIC) or zlib.crc32(memoryview(data)[at:]) != int.from_bytes(data[at - 4 : at], "little"):
+                return {}
+            docs = marshal.loads(memoryview(data)[at:])
+            return docs if type(docs) is dict else {}
+        except (OSError, ValueError, TypeError, EOFError):
+            return {}
+
+    def put_pack(self, name: str, docs: dict[str, bytes]) -> None:
+        """Keep the summaries of a build's runs (``{key: summary in marshal's format}``) in one
+        file for the next build of the same site (:meth:`get_pack`): a rebuild reuses hundreds
+        of runs, and opening and parsing their summaries one by one was a tenth of a rebuild
+        after a few logs grew. :mod:`marshal`'s format (plain data only: dicts, lists, strings
+        and numbers) reads 3x faster than the JSON, and a summary kept that way until the pack
+        is written takes a tenth of its memory as objects (2,000 runs: 40 MB); behind a CRC-32,
+        as this cache's other files, so that a damaged pack is never read."""
+        if self.root is None:
+            return
+        try:
+            body = marshal.dumps(docs)
+            self._ready()
+            _put(Path(self.root, "packs", name), [_PACK_MAGIC, zlib.crc32(body).to_bytes(4, "little"), body])
+        except (OSError, ValueError) as exc:
+            log.warning("cannot pack the run summaries for %s: %s", name, exc)
+
+    def get_points(self, key: str, level: int | None = None) -> dict[str, np.ndarray] | None:
+        """The points of a run's summary as numpy columns (narrow types as they are kept: they
+        compute alike), in their original order; with ``level``, only those drawn at
+        ``compare.LEVELS[level]`` (the few a page of many runs draws are read alone). Also
+        ``"per_line"``: each line's number of points, at every level."""
+        got = self._summary_read(key, level, doc=False)
+        if got is None:
+            return None
+        counts, cols = got
+        if level is not None:
+            keep = (cols["levels"] & np.uint8(1 << level)) != 0
+            if not keep.all():
+                cols = {name: c[keep] for name, c in cols.items()}
+        order = np.argsort(cols.pop("pos"), kind="stable")
+        out = {name: c[order] for name, c in cols.items()}
+        out["per_line"] = counts
+        return out
+
+    def get_piece(self, slug: str, key: str) -> list | None:
+        """The head of a piece of a comparison page kept by the last build (``slug``: the page's
+        group; see :func:`sitegen.pages.compare.overlay_data`: its parts are in its file in the live
+        build), None when there is none (or it is damaged)."""
+        if self.root is None:
+            return None
+        try:
+            data = Path(self._pieces_dir(slug), key).read_bytes()
+            at = len(_PIECES_MAGIC) + 4
+            if not data.startswith(_PIECES_MAGIC) or zlib.crc32(data[at:]) != int.from_bytes(data[at - 4 : at], "little"):
+                return None
+            return json.loads(str(data[at:], "utf-8", "surrogatepass"))
+        except (OSError, ValueError):
+            return None
+
+    def put_pieces(self, slug: str, heads: dict) -> None:
+        """Keep the heads of a comparison page's pieces for the next build: each in a file of
+        its own, so a rebuild writes only the few that changed, and the page's other heads are
+        deleted. A head file: magic, CRC-32 of the rest, the head as JSON."""
+        if self.root is None:
+            return
+        folder = self._pieces_dir(slug)
+        try:
+            there = set(os.listdir(folder))
+        except OSError:
+            there = set()
+        try:
+            self._ready()
+            for key, head in heads.items():
+                if key in there:
+                    continue
+                body = json.dumps(head).encode("utf-8", "surrogatepass")
+                _put(Path(folder, key), [_PIECES_MAGIC, zlib.crc32(body).to_bytes(4, "little"), body])
+            for name in there.difference(heads):
+                os.unlink(os.path.join(folder, name))
+        except OSError as exc:
+            log.warning("cannot keep the pieces of comparison page %s: %s", slug, exc)
+
+    def _ready(self) -> None:
+        """The cache folder exists, marked so that the folders made in it start block groups of
+        their own (:mod:`sitegen.publish.placement`): once per process."""
+        assert self.root is not None
+        if self.root not in _made_dirs:
+            _make_dir(self.root)
+            placement.spread_below(self.root)
+            for name in _TOP_DIRS:
+                placement.make_dir(self.root / name)
+
+    def _summary_path(self, key: str) -> str:
+        assert self.root is not None
+        return f"{self.root}/runs/{key[:SHARD]}/{key}.sum"
+
+    def _pieces_dir(self, slug: str) -> str:
+        assert self.root is not None
+        return f"{self.root}/pages/{hashlib.sha256(slug.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
+
+    def _entry_path(self, path: Path) -> Path:
+        assert self.root is not None
+        digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+        return self.root / "files" / DECODER_VERSION / digest[:SHARD] / f"{digest}.entry"
+
+    def read_file(
+        self,
+        path: Path,
+        options: ReadOptions,
+        decode: Callable[..., tuple[RunData, dict]],
+    ) -> RunData:
+        """The decoded content of one log file, from the cache where possible.
+
+        ``decode(path, options, start=..., state=...)`` decodes from ``start`` to the end.
+        """
+        try:
+            st = path.stat()
+        except OSError as exc:
+            run = RunData(name="", format="")
+            run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            return run
+        if self.root is None:
+            return decode(path, options)[0]
+        key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "verify": options.verify, "fast": options.fast,
+               "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars,
+               "max_audio_bytes": options.max_audio_bytes}
+        entry = self._entry_path(path)
+        header, body = self._header(entry)
+        if header is not None and header["key"] == key:
+            cached = self._load(entry, header, body)
+            if cached is not None:
+                return cached
+        if (
+            header is not None
+            and all(header["key"].get(k) == key[k] for k in key if k not in ("size", "mtime_ns"))
+            and header["key"].get("size", st.st_size + 1) <= st.st_size
+            and self._prefix_unchanged(path, header)
+        ):
+            cached = self._load(entry, header, body)
+            if cached is not None:
+                end = header["state"]["end"]
+                tail, state = decode(path, options, start=end, state=header["state"])
+                cached.problems = [p for p in cached.problems if not (p.kind == "truncated" and (p.offset or 0) >= end)]
+                run = merge_parts("", cached.format, [cached, tail])
+                run.files = tail.files
+                self._save(entry, key, state, run, path)
+                return run
+        run, state = decode(path, options)
+        self._save(entry, key, state, run, path)
+        return run
+
+    @staticmethod
+    def _header(entry: Path) -> tuple[dict | None, pa.Buffer | None]:
+        """An entry's header and the rest of it, its tables (mapped, not read)."""
+        try:
+            body = pa.memory_map(str(entry)).read_buffer()
+            head = len(_ENTRY_MAGIC) + 8
+            if body.size < head or body[: len(_ENTRY_MAGIC)].to_pybytes() != _ENTRY_MAGIC:
+                return None, None
+            size = int.from_bytes(body[len(_ENTRY_MAGIC) : head].to_pybytes(), "little")
+            header = json.loads(body[head : head + size].to_pybytes())
+            return (header, body.slice(head + size)) if isinstance(header, dict) else (None, None)
+        except (OSError, ValueError, pa.ArrowException):
+            return None, None
+
+    @staticmethod
+    def _probe(path: Path, end: int) -> str:
+        """A fingerprint of the decoded prefix: its first 4 KiB and the 64 bytes before ``end``.
+        A file that was replaced rather than appended to almost surely changes one of them."""
+        with path.open("rb") as f:
+            head = f.read(min(4096, end))
+            f.seek(max(end - 64, 0))
+            tail = f.read(min(64, end))
+        return hashlib.sha256(head + b"|" + tail).hexdigest()
+
+    def _prefix_unchanged(self, path: Path, header: dict) -> bool:
+        try:
+            return self._probe(path, header["state"]["end"]) == header.get("probe")
+        except OSError:
+            return False
+
+    def _load(self, entry: Path, header: dict, body: pa.Buffer) -> RunData | None:
+        try:
+            run = RunData(name="", format=header["format"])
+            for kind, (at, size) in header["tables"].items():
+                if at < 0 or size < 0 or at + size > body.size:
+                    raise ValueError(f"table {kind} out of bounds")
+                with ipc.open_file(pa.BufferReader(body.slice(at, size))) as reader:
+                    table = reader.read_all()
+                if kind == "scalars":
+                    run.scalars = _widen(table)
+                else:
+                    setattr(run, kind, _from_table(kind, table))
+            run.files = [SourceFile(Path(f["path"]), f["size"], f["decoded_bytes"], f.get("sha256", "")) for f in header["files"]]
+            run.hparams = header["hparams"]
+            run.hparam_metrics = header["hparam_metrics"]
+            run.meta = header["meta"]
+            run.artifacts = [Artifact(**a) for a in header["artifacts"]]
+            run.problems = [Problem(**p) for p in header["problems"]]
+            return run
+        except (OSError, KeyError, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
+            log.info("cache entry %s unusable (%s); decoding again", entry, exc)
+            return None
+
+    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
+        try:
+            tables: dict[str, pa.Buffer] = {}
+            if run.scalars.num_rows:
+                tables["scalars"] = self._ipc(_narrow(run.scalars))
+            for kind in _SCHEMAS:
+                items = getattr(run, kind)
+                if items:
+                    tables[kind] = self._ipc(_to_table(kind, items))
+            spans, at = {}, 0
+            for kind, blob in tables.items():
+                spans[kind] = [at, len(blob)]
+                at += len(blob)
+            header = {
+                "key": key, "state": state, "format": run.format, "tables": spans, "probe": self._probe(path, state["end"]),
+                "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes, "sha256": f.sha256} for f in run.files],
+                "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
+                "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
+            }
+            text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
+            self._ready()
+            _put(entry, [_ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()])
+        except OSError as exc:
+            log.warning("cannot write the cache entry for %s: %s", path, exc)
+
+    @staticmethod
+    def _ipc(table: pa.Table) -> pa.Buffer:
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+
+def _narrow(table: pa.Table) -> pa.Table:
+    """A run's scalars as the cache keeps them: tags as dictionary codes, steps as int32 and
+    values as float32 where that loses nothing (bit for bit), which halves an entry (TensorBoard
+    scalars are float32; a tag's string per row was 40% of it). Writing bytes is most of what
+    keeping an entry costs; :func:`_widen` restores the table exactly."""
+    if not table.schema.equals(RUN_SCALARS_SCHEMA):  # (a cast imports pyarrow.compute)
+        table = table.cast(RUN_SCALARS_SCHEMA)
+    g = tag_groups(table)
+    codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
+    return pa.table({
+        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes), pa.array(g.tags, pa.string())),
+        "step": numeric_array(_narrowest("step", table.column("step").to_numpy(), "<i8")),
+        "wall_time": table.column("wall_time"),
+        "value": numeric_array(_narrowest("value", table.column("value").to_numpy(), "<f8")),
+    })
+
+
+def _widen(table: pa.Table) -> pa.Table:
+    """The run's scalars from a cache entry's table (:func:`_narrow`, or an entry that kept the
+    plain schema)."""
+    if table.schema.equals(RUN_SCALARS_SCHEMA):
+        return table
+    tag = table.column("tag").combine_chunks()
+    codes = tag.indices.to_numpy(zero_copy_only=False)
+    tags = tag.dictionary.to_pylist()
+    out = pa.table({
+        "tag": strings_from_codes(tags, codes),
+        "step": numeric_array(table.column("step").to_numpy(), "<i8"),
+        "wall_time": numeric_array(table.column("wall_time").to_numpy(), "<f8"),
+        "value": numeric_array(table.column("value").to_numpy(), "<f8"),
+    }, schema=RUN_SCALARS_SCHEMA)
+    remember_tag_groups(out, tags, codes)
+    return out
+
+
+_made_dirs: set[Path] = set()
+
+
+def _make_dir(path: Path) -> None:
+    """``mkdir -p``, remembered per process: on some file systems even a ``mkdir`` of a folder
+    that exists costs a quarter of a millisecond, and every run asks for a few."""
+    if path not in _made_dirs:
+        path.mkdir(parents=True, exist_ok=True)
+        _made_dirs.add(path)
+
+
+def _put(path: Path, chunks: list) -> None:
+    """Write ``path`` atomically (a temporary file renamed over it), its folder made as needed
+    (and made again if it vanished since this process last made it)."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    for attempt in (0, 1):
+        _make_dir(path.parent)
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+            os.replace(tmp, path)
+            return
+        except FileNotFoundError:
+            _made_dirs.discard(path.parent)
+            if attempt:
+                raise
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise

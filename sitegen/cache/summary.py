@@ -1,0 +1,210 @@
+"""A run's summary as plain data, so an unchanged run need not be read or drawn again.
+
+What the index and comparison pages need of a run (its light :class:`SiteRun`, hyperparameters,
+problems, log files and the list of files of its page) is kept in the store under a key of
+everything the run's page depends on; the next build reuses it when the key is unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sitegen import __version__
+from sitegen.downsample import Series, Stats
+from sitegen.errors import Problem
+from sitegen.model import Artifact, ChartLine, RunData, SiteRun, SourceFile, path_in
+from sitegen.resources import templates_dir
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """The package's code and templates: any change draws every page again."""
+    h = hashlib.sha256(__version__.encode())
+    for root in (Path(__file__).resolve().parent.parent, templates_dir()):
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".html", ".js", ".css", ".json"):
+                h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list:
+    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params).
+    Plain strings, not Path objects: every build lists every run folder."""
+    out: list = []
+    top = os.fspath(directory)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if Path(dirpath, d).resolve() not in skip)
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            out.append([full[len(top):].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns])
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def common_key(job: Any) -> str:
+    """The part of :func:`run_key` every run of a build shares: code, config, options, assets."""
+    doc = [code_fingerprint(), _page_config(job.config), _plain(asdict(job.options)), job.urls]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_key(job: Any, common: str | None = None) -> str:
+    """Everything a run's page depends on: code, config, options, its log files and its folder
+    (``common``: :func:`common_key` of the build, computed once). Paths are absolute, so
+    ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages."""
+    fam = []
+    for s in job.family:
+        files = []
+        for f in s.files:
+            try:
+                st = f.stat()
+                files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+            except OSError:
+                files.append([os.path.abspath(f), -1, -1])
+        fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
+    doc = [
+        common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam,
+        _folder_listing(job.family[0].directory, job.nested_dirs),
+    ]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def group_key(slug: str, member_keys: list[str], config: Any) -> str:
+    """A comparison page depends on the code, the config and exactly its runs' inputs."""
+    doc = [code_fingerprint(), _config_digest(config), slug, member_keys]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+def _config_digest(config: Any) -> str:
+    """:func:`_page_config` hashed, once per config object (``asdict`` deep-copies the whole
+    config: 2 ms, for each of a build's hundreds of comparison pages)."""
+    got = _DIGESTS.get(id(config))
+    if got is None or got[0] is not config:  # (configs are frozen dataclasses)
+        if len(_DIGESTS) > 64:
+            _DIGESTS.clear()
+        text = json.dumps(_page_config(config), sort_keys=True, default=str)
+        got = _DIGESTS[id(config)] = (config, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    return got[1]
+
+
+def _page_config(config: Any) -> Any:
+    """The config as far as pages depend on it: where the work runs (executor) does not count."""
+    doc = _plain(asdict(config))
+    doc.pop("executor", None)
+    return doc
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile],
+           digests: dict[str, tuple[str, int]] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """The summary as a JSON document and its lines' points as columns. A line is a list
+    (tag, label, thinned, then the :class:`Stats` fields in order), not an object: a rebuild
+    parses hundreds of summaries, and the keys were most of their text."""
+    d = run.data
+    lines = []
+    ids, steps, walls, values, levels = [], [], [], [], []
+    for i, ln in enumerate(run.lines):
+        s = ln.series
+        lines.append([ln.tag, ln.label, s.thinned, *vars(s.stats).values()])  # (asdict: 10x slower)
+        ids.append(np.full(len(s.step), i, dtype=np.int32))
+        steps.append(s.step)
+        walls.append(s.wall_time)
+        values.append(s.value)
+        levels.append(s.levels if s.levels is not None and len(s.levels) == len(s.step) else np.full(len(s.step), 255, np.uint8))
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    table = {"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
+             "value": cat(values, np.float64), "levels": cat(levels, np.uint8)}
+    doc = {
+        "run": {"name": run.name, "slug": run.slug, "title": run.title, "parts": list(run.parts),
+                "start_time": run.start_time, "end_time": run.end_time, "last_step": run.last_step,
+                "directory": None if run.directory is None else str(run.directory)},
+        "data": {"name": d.name, "format": d.format, "hparams": d.hparams, "hparam_metrics": d.hparam_metrics,
+                 "meta": d.meta, "artifacts": [asdict(a) for a in d.artifacts], "problems": [asdict(p) for p in d.problems],
+                 "files": [[str(f.path), f.size, f.decoded_bytes] for f in d.files]},
+        "lines": lines, "hparams": hp, "files": files, "problems": [asdict(p) for p in problems],
+        "sources": [[str(f.path), f.size, f.decoded_bytes] for f in sources],
+        "digests": {p: list(d) for p, d in (digests or {}).items()},  # source -> [sha256, bytes hashed]
+    }
+    return doc, table
+
+
+_NONE_I = np.zeros(0, np.int64)
+_NONE_F = np.zeros(0, np.float64)
+
+
+def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
+    """A chart line with its statistics and no points (they wait in the store)."""
+    return ChartLine(tag, label, Series(_NONE_I, _NONE_F, _NONE_F, stats, thinned))
+
+
+def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
+    """The summary back; its lines keep their statistics, their points stay in the store (see
+    :func:`level_points`)."""
+    r, d = doc["run"], doc["data"]
+    folder = r["directory"]
+    where = None if folder is None else Path(folder)
+    paths: dict[str, Path] = {}  # (a run's files and its sources are mostly the same files)
+
+    def path(text: str) -> Path:
+        got = paths.get(text)
+        if got is None:
+            got = paths[text] = path_in(where, folder, text)
+        return got
+
+    data = RunData(
+        name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
+        artifacts=[Artifact(**a) for a in d["artifacts"]], problems=[Problem(**p) for p in d["problems"]],
+        files=[SourceFile(path(p), s, e) for p, s, e in d["files"]],
+    )
+    run = SiteRun(
+        name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data,
+        lines=[_stats_line(tag, label, Stats(*stats), thinned) for tag, label, thinned, *stats in doc["lines"]],
+        start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
+        directory=where,
+    )
+    sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]
+    return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
+
+
+def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int):
+    """The points drawn at ``compare.LEVELS[level]`` of a run's lines, as flat columns: a
+    comparison page of hundreds of runs needs no object per line (see ``compare.Packed``).
+    ``table``: :meth:`sitegen.cache.store.Store.get_points` (of that level, or of all points)."""
+    from sitegen.pages.compare import Packed
+
+    ids, step, wall, value, levels = (table[c] for c in ("line", "step", "wall_time", "value", "levels"))
+    keep = (levels & np.uint8(1 << level)) != 0
+    if not keep.all():
+        ids, step, wall, value = ids[keep], step[keep], wall[keep], value[keep]
+    bounds = np.searchsorted(ids, np.arange(len(lines) + 1))
+    every = np.zeros(len(lines), np.int64)
+    per_line = table["per_line"][: len(lines)]
+    every[: len(per_line)] = per_line
+    cut = np.diff(bounds) != every
+    return Packed(bounds.tolist(), step, wall, value, [ln.series.thinned or c for ln, c in zip(lines, cut.tolist())])
+
+
+def without_points(run: SiteRun) -> SiteRun:
+    """``run`` with its lines' statistics only (their points are in the store)."""
+    return replace(run, lines=[_stats_line(ln.tag, ln.label, ln.series.stats, ln.series.thinned) for ln in run.lines])

@@ -1,0 +1,781 @@
+"""MLflow file stores (``mlruns/``), read without importing mlflow.
+
+Layout (what ``mlflow`` 1.x–3.x's ``FileStore`` writes)::
+
+    mlruns/
+      .trash/<exp_id>/...          deleted experiments (never listed)
+      models/                      model registry (not runs)
+      <exp_id>/meta.yaml           experiment: experiment_id, name, artifact_location, ...
+      <exp_id>/tags/<key>          experiment tags (raw file contents)
+      <exp_id>/{datasets,traces,models}/   not runs
+      <exp_id>/<run_id>/meta.yaml  run: run_id, run_name, status, start_time, end_time, ...
+      <exp_id>/<run_id>/metrics/<key>      lines "timestamp_ms value step" (keys with "/" are folders)
+      <exp_id>/<run_id>/params/<key>       raw value
+      <exp_id>/<run_id>/tags/<key>         raw value
+      <exp_id>/<run_id>/artifacts/...      logged files
+
+Metric lines have 3 fields; stores written before steps existed have 2 (``timestamp value``, step
+0) and lines logged with a dataset have 5 (``timestamp value step dataset_name dataset_digest``).
+For 5-field lines this reader keeps the written step (mlflow's own reader reports step 0 for
+them). Values are whatever Python's ``float`` accepts, as in mlflow: ``nan``, ``inf``, ``-inf``,
+``Infinity``...
+
+Files are parsed in bulk with ``pyarrow.csv`` (space delimiter, strict types); a file that does
+not parse that way is re-read line by line so that every bad line becomes a :class:`Problem`
+naming the file and the line's byte offset while every good line is kept. A last line without
+its newline is read when its field count matches the file's other lines (or is 3 or 5 when it is
+the only one); otherwise it is reported as ``truncated`` and left out.
+
+``meta.yaml`` is read with a small parser of the block-mapping subset ``yaml.safe_dump`` writes
+(plain, single- and double-quoted scalars including folded continuation lines and escapes,
+``null``/``~``, nested blocks such as ``tags:`` skipped), so PyYAML is not needed at runtime.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import stat
+import re
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import pyarrow as pa
+
+from sitegen.errors import Problem, read_regular, scalar_problems
+from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mlflow"
+
+META = "meta.yaml"
+TRASH = ".trash"
+#: sub-folders of an experiment folder that are not runs (mlflow's RESERVED_EXPERIMENT_FOLDERS)
+RESERVED_EXPERIMENT_FOLDERS = frozenset({"tags", "datasets", "traces", "models"})
+#: folders of the store root that are not experiments
+RESERVED_ROOT_FOLDERS = frozenset({TRASH, "models"})
+RUN_FOLDERS = ("metrics", "params", "tags", "artifacts")
+STATUS_NAMES = {1: "RUNNING", 2: "SCHEDULED", 3: "FINISHED", 4: "FAILED", 5: "KILLED"}
+MAX_HASH_BYTES = 64 * 1024 * 1024
+
+
+def claims(filename: str) -> bool:
+    """MLflow runs are whole folder trees found by :func:`is_store`, never single files."""
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# meta.yaml
+# --------------------------------------------------------------------------------------------
+
+_ESCAPES = {
+    "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+    "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
+    "_": "\xa0", "L": "\u2028", "P": "\u2029",
+}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_BREAKS = "\n\r\x85\u2028\u2029"
+_NULLS = {"", "~", "null", "Null", "NULL"}
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
+_KEY = re.compile(r"([^\s#'\"\-?:,\[\]{}&*!|>%@`][^:]*?|-[^\s:][^:]*?):(?:[ \t]+|$)")
+
+
+class YamlError(ValueError):
+    pass
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset, content) of every line, without its line break."""
+    out = []
+    for m in _LINE.finditer(text):
+        if m.start() == len(text) and not m.group(0):
+            break
+        out.append((m.start(), m.group(1)))
+    return out
+
+
+def _fold(raw: str, quote: str) -> str:
+    """Value of a flow scalar's inner text (``quote`` is ``'``, ``"`` or ``""`` for plain)."""
+    out: list[str] = []
+    floor = 0  # out[:floor] is never trimmed (escaped characters, folded breaks)
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c in _BREAKS:
+            # YAML 1.1 (PyYAML) line breaks: \n \r \x85 fold to a space (or, after empty
+            # lines, to one "\n" each); \u2028 and \u2029 are kept as themselves
+            while len(out) > floor and out[-1] in " \t":
+                out.pop()
+            first = "\n" if c in "\n\r\x85" else c
+            breaks: list[str] = []
+            i += 1
+            while True:  # skip the next lines' indentation; collect empty lines' breaks
+                while i < n and raw[i] in " \t":
+                    i += 1
+                if i < n and raw[i] in _BREAKS:
+                    breaks.append("\n" if raw[i] in "\n\r\x85" else raw[i])
+                    i += 1
+                    continue
+                break
+            if first != "\n":
+                out.append(first)
+            elif not breaks:
+                out.append(" ")
+            out.extend(breaks)
+            floor = len(out)
+            continue
+        if quote == "'" and c == "'" and i + 1 < n and raw[i + 1] == "'":
+            out.append("'")
+            floor = len(out)
+            i += 2
+            continue
+        if quote == '"' and c == "\\":
+            if i + 1 >= n:
+                raise YamlError("backslash at the end of a double-quoted value")
+            e = raw[i + 1]
+            if e in _BREAKS:  # escaped line break: no space, next line's indentation dropped
+                i += 2
+                while i < n and raw[i] in " \t":
+                    i += 1
+                floor = len(out)
+                continue
+            if e in _HEX_ESCAPES:
+                width = _HEX_ESCAPES[e]
+                digits = raw[i + 2 : i + 2 + width]
+                if len(digits) != width or not all(ch in "0123456789abcdefABCDEF" for ch in digits):
+                    raise YamlError(f"bad \\{e} escape")
+                out.append(chr(int(digits, 16)))
+                i += 2 + width
+            elif e in _ESCAPES:
+                out.append(_ESCAPES[e])
+                i += 2
+            else:
+                raise YamlError(f"unknown escape \\{e}")
+            floor = len(out)
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _close_quote(s: str, quote: str) -> int:
+    """Index of the closing quote in ``s`` (which starts after the opening one), or -1."""
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if quote == '"' and c == "\\":
+            i += 2
+            continue
+        if c == quote:
+            if quote == "'" and i + 1 < len(s) and s[i + 1] == "'":
+                i += 2
+                continue
+            return i
+        i += 1
+    return -1
+
+
+def _strip_comment(s: str) -> str:
+    m = re.search(r"(^|[ \t])#", s)
+    return (s[: m.start()] if m else s).rstrip(" \t")
+
+
+def _split_key(line: str) -> tuple[str | None, str]:
+    """``(key, rest after "key: ")`` of a top-level mapping line, or ``(None, "")``."""
+    if line[0] in "'\"":
+        end = _close_quote(line[1:], line[0])
+        if end < 0:
+            return None, ""
+        after = line[end + 2 :]
+        m = re.match(r"[ \t]*:(?:[ \t]+|$)", after)
+        if not m:
+            return None, ""
+        try:
+            return _fold(line[1 : end + 1], line[0]), after[m.end():]
+        except YamlError:
+            return None, ""
+    m = _KEY.match(line)
+    if not m:
+        return None, ""
+    return m.group(1).rstrip(), line[m.end():]
+
+
+def parse_meta_yaml(text: str) -> tuple[dict[str, str | None], list[tuple[int, str]]]:
+    """Parse the top-level ``key: value`` mapping of an MLflow ``meta.yaml``.
+
+    Returns ``(mapping, errors)``: scalar values as strings (``null``/``~``/empty → ``None``,
+    quoted ``'null'`` stays the string), nested blocks (``tags:`` followed by indented or ``-``
+    lines) as ``None``, flow collections (``[]``, ``{}``) as their raw text; ``errors`` lists
+    ``(character offset, message)`` for every line that could not be understood (skipped).
+    """
+    lines = _lines(text)
+    result: dict[str, str | None] = {}
+    errors: list[tuple[int, str]] = []
+    i = 0
+
+    def continuation(j: int) -> bool:
+        return j < len(lines) and (lines[j][1][:1] in (" ", "\t") or lines[j][1].strip() == "")
+
+    while i < len(lines):
+        off, line = lines[i]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or line in ("---", "...", "{}") or line.startswith("%"):
+            i += 1
+            continue
+        if line[0] in " \t":
+            errors.append((off, "unexpected indented line"))
+            i += 1
+            continue
+        key, rest = _split_key(line)
+        if key is None:
+            errors.append((off, "not a 'key: value' line"))
+            i += 1
+            continue
+        i += 1
+        try:
+            if rest == "" or rest.startswith("#"):
+                # null, or a nested block (indented lines, or a "- " sequence at this indent)
+                while i < len(lines) and (
+                    continuation(i) or lines[i][1] == "-" or lines[i][1].startswith("- ")
+                ):
+                    i += 1
+                result[key] = None
+            elif rest[0] in "'\"":
+                quote = rest[0]
+                raw = rest[1:]
+                end = _close_quote(raw, quote)
+                while end < 0 and i < len(lines):
+                    raw += "\n" + lines[i][1]
+                    i += 1
+                    end = _close_quote(raw, quote)
+                if end < 0:
+                    raise YamlError("unterminated quoted value")
+                after = raw[end + 1 :].strip()
+                if after and not after.startswith("#"):
+                    raise YamlError("text after a quoted value")
+                result[key] = _fold(raw[:end], quote)
+            elif rest[0] in "[{":
+                raw = rest
+                while continuation(i) and lines[i][1].strip():
+                    raw += " " + lines[i][1].strip()
+                    i += 1
+                result[key] = raw.strip()
+            elif rest[0] in "|>":
+                header = _strip_comment(rest)
+                body: list[str] = []
+                while continuation(i):
+                    body.append(lines[i][1])
+                    i += 1
+                result[key] = _block_scalar(header, body)
+            else:
+                parts = [_strip_comment(rest)]
+                commented = parts[0] != rest.rstrip(" \t")
+                while not commented and continuation(i):
+                    j = i
+                    while j < len(lines) and not lines[j][1].strip():
+                        j += 1
+                    if j >= len(lines) or lines[j][1][:1] not in (" ", "\t"):
+                        break  # trailing blank lines belong to nobody
+                    if lines[j][1].strip().startswith("#"):
+                        break
+                    parts.extend("" for _ in range(j - i))
+                    text_j = lines[j][1].strip()
+                    cut = _strip_comment(text_j)
+                    commented = cut != text_j
+                    parts.append(cut)
+                    i = j + 1
+                value = _fold("\n".join(parts), "")
+                result[key] = None if value in _NULLS else value
+        except YamlError as exc:
+            errors.append((off, f"key {key!r}: {exc}"))
+            result.pop(key, None)
+    return result, errors
+
+
+def _block_scalar(header: str, body: list[str]) -> str:
+    """``|`` / ``>`` block scalar (rare in meta.yaml): literal or folded, with chomping."""
+    indents = [len(b) - len(b.lstrip(" ")) for b in body if b.strip()]
+    ind = min(indents) if indents else 0
+    rows = [b[ind:] if b.strip() else "" for b in body]
+    trailing = 0
+    while trailing < len(rows) and rows[len(rows) - 1 - trailing] == "":
+        trailing += 1
+    core = rows[: len(rows) - trailing]
+    if header.startswith(">"):
+        text, prev, blanks = "", None, 0
+        for r in core:
+            if r == "":
+                blanks += 1
+                continue
+            if prev is None or blanks:
+                text += "\n" * blanks + r
+            elif r[0] in " \t" or prev[0] in " \t":
+                text += "\n" + r
+            else:
+                text += " " + r
+            prev, blanks = r, 0
+    else:
+        text = "\n".join(core)
+    if "-" in header:
+        return text
+    if "+" in header:
+        return text + "\n" * (trailing + (1 if core else 0))
+    return text + "\n" if core else ""
+
+
+def _byte_offset(text: str, char_offset: int) -> int:
+    return len(text[:char_offset].encode("utf-8"))
+
+
+def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | None]:
+    """Parse one meta.yaml; every damage becomes a Problem (when ``problems`` is given)."""
+
+    def add(offset: int | None, kind: str, message: str) -> None:
+        if problems is not None:
+            problems.append(Problem(str(path), offset, kind, message))
+
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        add(None, "missing-meta", "meta.yaml is missing")
+        return {}
+    except OSError as exc:
+        add(None, "unreadable", f"cannot read: {exc.strerror or exc}")
+        return {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        add(exc.start, "bad-meta", "meta.yaml is not UTF-8; bad bytes replaced")
+        text = data.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\0" in text:
+        add(_byte_offset(text, text.index("\0")), "bad-meta", "meta.yaml holds NUL bytes (garbage)")
+        text = text.replace("\0", "")
+    meta, errors = parse_meta_yaml(text)
+    for off, message in errors[:5]:
+        add(_byte_offset(text, off), "bad-meta", f"{message}; line skipped")
+    if len(errors) > 5:
+        add(None, "bad-meta", f"{len(errors) - 5} more unreadable lines skipped")
+    if not meta and not errors and problems is not None:
+        add(None, "bad-meta", "meta.yaml is empty")
+    return meta
+
+
+def _peek_meta(path: Path | str) -> dict[str, str | None]:
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO named meta.yaml would block the open
+            return {}
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return {}
+    return parse_meta_yaml(data.decode("utf-8", errors="replace"))[0]
+
+
+# --------------------------------------------------------------------------------------------
+# discovery
+# --------------------------------------------------------------------------------------------
+
+
+def _subdirs(directory: Path) -> list[Path]:
+    try:
+        return sorted((p for p in directory.iterdir() if p.is_dir()), key=lambda p: p.name)
+    except OSError:
+        return []
+
+
+def _is_experiment_dir(directory: Path) -> bool:
+    meta = _peek_meta(directory / META)
+    if "experiment_id" in meta and "run_id" not in meta and "run_uuid" not in meta:
+        return True
+    if "run_id" in meta or "run_uuid" in meta or "name" in meta:
+        return False  # a run, or another mlflow object (registered model, ...)
+    # meta.yaml missing or garbage: an experiment all the same if it holds runs
+    return any(_is_run_dir(d) for d in _subdirs(directory))
+
+
+def _is_run_dir(directory: Path) -> bool:
+    if directory.name in RESERVED_EXPERIMENT_FOLDERS:
+        return False
+    if (directory / META).is_file():
+        meta = _peek_meta(directory / META)
+        if "run_id" in meta or "run_uuid" in meta:
+            return True
+        if "experiment_id" in meta or "name" in meta:
+            return False  # some other mlflow object (experiment, registered model, ...)
+    # meta.yaml missing or garbage: a run all the same if it has a run's folders
+    return any((directory / sub).is_dir() for sub in ("metrics", "params", "artifacts"))
+
+
+def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
+    """A folder named ``mlruns``, or one holding an experiment folder (meta.yaml with
+    ``experiment_id`` and ``artifact_location``). ``subdirs``: the names of its folders, when
+    the caller (the archive scan) has listed them already."""
+    if subdirs is None and not Path(directory).is_dir():
+        return False
+    top = os.fspath(directory)  # plain strings: the scan asks this of every folder of the archive
+    if os.path.basename(top.rstrip(os.sep)) == "mlruns":
+        return True
+    names = [p.name for p in _subdirs(Path(directory))] if subdirs is None else sorted(subdirs)
+    for name in names:
+        if name in RESERVED_ROOT_FOLDERS:
+            continue
+        meta = _peek_meta(os.path.join(top, name, META))
+        if "experiment_id" in meta and "artifact_location" in meta:
+            return True
+    return False
+
+
+def _metric_files(run_dir: Path) -> list[Path]:
+    root = run_dir / "metrics"
+    found: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            found.append((path.relative_to(root).as_posix(), path))
+    return [p for _, p in sorted(found)]
+
+
+def _rel_name(path: Path, archive: Path) -> str:
+    try:
+        rel = path.relative_to(archive)
+    except ValueError:
+        rel = Path(os.path.relpath(path, archive))
+    name = rel.as_posix()
+    return name or "."
+
+
+def discover(directory: Path, archive: Path, *, include_deleted: bool = False) -> list[RunSource]:
+    """One :class:`RunSource` per run of the store at ``directory``, sorted by name.
+
+    Deleted runs (``lifecycle_stage: deleted``) and runs of deleted experiments are left out
+    unless ``include_deleted``; experiments moved to ``.trash`` are never listed.
+    """
+    directory, archive = Path(directory), Path(archive)
+    sources: list[RunSource] = []
+    for exp_dir in _subdirs(directory):
+        if exp_dir.name in RESERVED_ROOT_FOLDERS or exp_dir.name.startswith("."):
+            continue
+        if not _is_experiment_dir(exp_dir):
+            continue
+        if not include_deleted and _peek_meta(exp_dir / META).get("lifecycle_stage") == "deleted":
+            continue
+        for run_dir in _subdirs(exp_dir):
+            if not _is_run_dir(run_dir):
+                continue
+            if not include_deleted and _peek_meta(run_dir / META).get("lifecycle_stage") == "deleted":
+                continue
+            sources.append(
+                RunSource(
+                    name=_rel_name(run_dir, archive),
+                    format=FORMAT,
+                    directory=run_dir,
+                    files=tuple(_metric_files(run_dir)),
+                    parent=None,
+                )
+            )
+    sources.sort(key=lambda s: s.name)
+    return sources
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+
+_LAYOUTS = (
+    ("ts", "value", "step"),
+    ("ts", "value", "step", "dataset_name", "dataset_digest"),
+    ("ts", "value"),
+)
+
+
+def _bulk(body: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """Parse newline-terminated lines that all share one layout, or None."""
+    import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
+    for names in _LAYOUTS:
+        types = {"ts": pa.int64(), "value": pa.float64(), "step": pa.int64()}
+        types.update({n: pa.string() for n in names if n not in types})
+        try:
+            table = pacsv.read_csv(
+                io.BytesIO(body),
+                read_options=pacsv.ReadOptions(column_names=list(names), use_threads=True),
+                parse_options=pacsv.ParseOptions(
+                    delimiter=" ", quote_char=False, double_quote=False, escape_char=False,
+                    newlines_in_values=False, ignore_empty_lines=False,
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types, null_values=[], strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+            continue
+        if any(col.null_count for col in table.columns):
+            continue
+        ts = table.column("ts").to_numpy()
+        value = table.column("value").to_numpy()
+        step = (
+            table.column("step").to_numpy()
+            if "step" in names else np.zeros(table.num_rows, dtype=np.int64)
+        )
+        return ts, value, step, len(names)
+    return None
+
+
+def _parse_line(raw: bytes) -> tuple[int, float, int, int]:
+    """One metric line the way mlflow reads it: ``(timestamp_ms, value, step, field count)``."""
+    parts = raw.decode("utf-8").strip().split(" ")
+    n = len(parts)
+    if n not in (2, 3) and n < 5:
+        raise ValueError(f"{n} fields, expected 3 (or 2 or 5)")
+    ts = int(parts[0])
+    value = float(parts[1])
+    step = int(parts[2]) if n >= 3 else 0
+    return ts, value, step, n
+
+
+def parse_metric_bytes(data: bytes, path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Problem]]:
+    """Decode one metric file: ``(timestamp_ms, value, step, decoded_bytes, problems)``."""
+    problems: list[Problem] = []
+    cut = data.rfind(b"\n") + 1
+    body, tail = data[:cut], data[cut:]
+    fields = 0
+    bulk = _bulk(body) if body else (np.empty(0, np.int64), np.empty(0), np.empty(0, np.int64), 0)
+    if bulk is not None:
+        ts, value, step, fields = bulk
+        tss, values, steps = [ts], [value], [step]
+    else:
+        ts_l: list[int] = []
+        val_l: list[float] = []
+        step_l: list[int] = []
+        off = 0
+        for line in body.split(b"\n")[:-1]:
+            try:
+                t, v, s, fields = _parse_line(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                shown = line[:60].decode("utf-8", errors="replace")
+                problems.append(Problem(path, off, "bad-record", f"bad metric line {shown!r} ({exc}); skipped"))
+            else:
+                ts_l.append(t)
+                val_l.append(v)
+                step_l.append(s)
+            off += len(line) + 1
+        tss = [np.array(ts_l, dtype=np.int64)]
+        values = [np.array(val_l, dtype=np.float64)]
+        steps = [np.array(step_l, dtype=np.int64)]
+    end = len(body)
+    if tail.strip():
+        try:
+            t, v, s, n = _parse_line(tail)
+            ok = n == fields if fields else n in (3, 5)
+            reason = f"has {n} fields where the file's lines have {fields or 3}"
+        except (ValueError, UnicodeDecodeError) as exc:
+            ok, reason = False, str(exc)
+        if ok:
+            tss.append(np.array([t], dtype=np.int64))
+            values.append(np.array([v], dtype=np.float64))
+            steps.append(np.array([s], dtype=np.int64))
+            end = len(data)
+        else:
+            problems.append(Problem(path, len(body), "truncated", f"last line has no newline and {reason}; not read"))
+    elif tail:
+        end = len(data)
+    return np.concatenate(tss), np.concatenate(values), np.concatenate(steps), end, problems
+
+
+# --------------------------------------------------------------------------------------------
+# run
+# --------------------------------------------------------------------------------------------
+
+
+def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | None = None) -> dict[str, str]:
+    """``key -> raw file contents`` of a params/ or tags/ folder (keys with "/" are folders);
+    every file read is added to ``files`` (the manifest then covers it)."""
+    out: dict[str, str] = {}
+    if not root.is_dir():
+        return out
+    found: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            found.append((path.relative_to(root).as_posix(), path))
+    for key, path in sorted(found):
+        try:
+            data = read_regular(path)
+        except OSError as exc:
+            problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            continue
+        if files is not None:
+            files.append(SourceFile(path, len(data), len(data)))
+        try:
+            out[key] = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(str(path), exc.start, "bad-record", "not UTF-8; bad bytes replaced"))
+            out[key] = data.decode("utf-8", errors="replace")
+    return out
+
+
+def _artifacts(run_dir: Path, problems: list[Problem]) -> list[Artifact]:
+    root = run_dir / "artifacts"
+    found: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            found.append((path.relative_to(run_dir).as_posix(), path))
+    out: list[Artifact] = []
+    for rel, path in sorted(found):
+        try:
+            st = path.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device: opening it could block the build
+                problems.append(Problem(str(path), None, "not-a-file", "artifact is not a regular file; not listed"))
+                continue
+            size = st.st_size
+            digest = ""
+            if size <= MAX_HASH_BYTES:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                digest = h.hexdigest()
+        except OSError as exc:
+            problems.append(Problem(str(path), None, "unreadable", f"cannot read artifact: {exc.strerror or exc}"))
+            continue
+        out.append(Artifact(path=rel, size=size, sha256=digest))
+    return out
+
+
+def _seconds(ms: str | None) -> str | None:
+    if ms is None:
+        return None
+    try:
+        return str(int(ms) / 1000)
+    except ValueError:
+        try:
+            return str(float(ms) / 1000)
+        except ValueError:
+            return None
+
+
+def _status(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return STATUS_NAMES.get(int(raw), raw)
+    except ValueError:
+        return raw.upper()
+
+
+def _parent_name(source: RunSource, parent_id: str) -> str | None:
+    """Name of the RunSource of run ``parent_id``: a sibling, else in a sibling experiment."""
+    if not parent_id or "/" in parent_id or parent_id in (".", ".."):
+        return None
+    run_dir = source.directory
+    exp_dir = run_dir.parent
+    name = PurePosixPath(source.name)
+    if (exp_dir / parent_id).is_dir():
+        return (name.parent / parent_id).as_posix()
+    for other in _subdirs(exp_dir.parent):
+        if other != exp_dir and not other.name.startswith(".") and (other / parent_id).is_dir():
+            return (name.parent.parent / other.name / parent_id).as_posix()
+    return None
+
+
+def _metric_key(path: Path, metrics_root: Path) -> str:
+    try:
+        return path.relative_to(metrics_root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
+    """Read one run folder.
+
+    ``RunData.meta``: ``title`` (run name), ``experiment``, ``experiment_id``, ``run_id``,
+    ``status`` (RUNNING/SCHEDULED/FINISHED/FAILED/KILLED), ``start_time``/``end_time`` (seconds
+    as the str of a float; absent when null), ``lifecycle_stage``, ``parent_run`` (name of the
+    parent's RunSource, from tag ``mlflow.parentRunId``, when that run is in the store) and one
+    ``tag:<key>`` per run tag. ``RunData.hparams`` holds the params as the raw strings mlflow
+    stored (never converted to numbers: "0.10" and "0.1" stay different). Scalars: metric keys
+    sorted, each key's lines in file order; wall_time is the timestamp in seconds.
+    ``RunData.files``: the run's meta.yaml, the experiment's meta.yaml, the tag and param files,
+    then the metric files (every file the run's page was made from).
+    """
+    run = RunData(name=source.name, format=FORMAT)
+    run_dir = Path(source.directory)
+    exp_dir = run_dir.parent
+    problems = run.problems
+
+    meta = _read_meta(run_dir / META, problems)
+    try:  # listed so that problems of meta.yaml show with the run's files
+        size = (run_dir / META).stat().st_size
+        run.files.append(SourceFile(run_dir / META, size, size))
+    except OSError:
+        pass
+    exp_meta = _read_meta(exp_dir / META, problems)
+    try:
+        size = (exp_dir / META).stat().st_size
+        run.files.append(SourceFile(exp_dir / META, size, size))
+    except OSError:
+        pass
+    tags = _read_tree(run_dir / "tags", problems, run.files)
+    run.hparams = dict(_read_tree(run_dir / "params", problems, run.files))
+
+    run_id = meta.get("run_id") or meta.get("run_uuid") or run_dir.name
+    title = meta.get("run_name") or tags.get("mlflow.runName") or meta.get("name") or run_id
+    info: dict[str, str | None] = {
+        "title": title,
+        "experiment": exp_meta.get("name"),
+        "experiment_id": meta.get("experiment_id") or exp_meta.get("experiment_id") or exp_dir.name,
+        "run_id": run_id,
+        "status": _status(meta.get("status")),
+        "start_time": _seconds(meta.get("start_time")),
+        "end_time": _seconds(meta.get("end_time")),
+        "lifecycle_stage": meta.get("lifecycle_stage"),
+        "parent_run": _parent_name(source, tags.get("mlflow.parentRunId", "").strip()),
+    }
+    run.meta = {k: v for k, v in info.items() if v is not None}
+    for key, value in tags.items():
+        run.meta[f"tag:{key}"] = value
+
+    metrics_root = run_dir / "metrics"
+    keyed = sorted(((_metric_key(p, metrics_root), Path(p)) for p in source.files), key=lambda kp: kp[0])
+    keys: list[str] = []
+    counts: list[int] = []
+    ts_parts, value_parts, step_parts = [], [], []
+    for key, path in keyed:
+        try:
+            data = read_regular(path)
+        except OSError as exc:
+            problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            continue
+        ts, value, step, end, file_problems = parse_metric_bytes(data, str(path))
+        problems.extend(file_problems)
+        problems.extend(scalar_problems(
+            pa.table({"tag": pa.array([key] * len(value), pa.string()), "step": step, "wall_time": ts.astype(np.float64), "value": value}),
+            str(path), wall_times=False, repeats=False,
+        ))
+        run.files.append(SourceFile(path, len(data), end))
+        keys.append(key)
+        counts.append(len(value))
+        ts_parts.append(ts)
+        value_parts.append(value)
+        step_parts.append(step)
+    if keys:
+        ts_all = np.concatenate(ts_parts)
+        run.scalars = pa.table(
+            {
+                "tag": pa.array(np.repeat(np.array(keys, dtype=object), counts), pa.string()),
+                "step": pa.array(np.concatenate(step_parts), pa.int64()),
+                "wall_time": pa.array(ts_all.astype(np.float64) / 1000.0, pa.float64()),
+                "value": pa.array(np.concatenate(value_parts), pa.float64()),
+            },
+            schema=RUN_SCALARS_SCHEMA,
+        )
+    run.artifacts = _artifacts(run_dir, problems)
+    return run

@@ -1,0 +1,167 @@
+"""Find the runs of an archive: directories that directly hold log files of a known format.
+
+Runs nest the way writers make them: a run directory inside another run directory is a
+*sub-run* (tensorboardX ``add_scalars`` -> ``<run>/<main>/<key>/``, PyTorch -> ``<run>/<main>_<key>/``,
+``add_hparams`` -> ``<run>/<timestamp>/``), attached to its nearest ancestor run so the site
+shows it on that run's page instead of as a stray run.
+"""
+from __future__ import annotations
+
+import errno
+import fnmatch
+import logging
+import os
+import stat
+from pathlib import Path
+
+from sitegen.errors import Problem, UsageError
+from sitegen.model import RunSource
+from sitegen.ingest import READERS
+
+log = logging.getLogger(__name__)
+
+
+def _run_name(directory: Path, archive: Path) -> str:
+    rel = directory.relative_to(archive).as_posix()
+    return "." if rel in ("", ".") else rel
+
+
+def _selected(name: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    if include and not any(fnmatch.fnmatchcase(name, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(name, g) for g in exclude)
+
+
+def scan(
+    archive: Path,
+    *,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    patterns: dict[str, tuple[str, ...]] | None = None,
+    problems: list[Problem] | None = None,
+) -> list[RunSource]:
+    """All runs below ``archive`` in sorted name order, sub-runs pointing at their parent.
+
+    Symlinks are followed, but a directory already visited (same device and inode) is not
+    entered again, so symlink loops end. ``include``/``exclude`` are globs on run names;
+    excluding a run also drops its sub-runs. ``patterns`` gives file-name globs to readers whose
+    files are configurable (``{"tabular": ("*.csv",)}``).
+    """
+    patterns = patterns or {}
+    archive = Path(archive)
+    if not archive.is_dir():
+        raise UsageError(f"{archive}: not a directory")
+    problems = problems if problems is not None else []
+    seen: set[tuple[int, int]] = set()
+    found: list[RunSource] = []
+
+    def onerror(exc: OSError) -> None:
+        problems.append(Problem(str(exc.filename), None, "unreadable", f"cannot list: {exc.strerror}"))
+
+    stores = [r for r in READERS.values() if hasattr(r, "is_store")]
+    # plain strings until a run is found: the scan visits every folder of the archive, and
+    # pathlib cost it more than the system calls
+    for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
+        try:
+            st = os.stat(dirpath)
+        except OSError as exc:
+            onerror(exc)
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            problems.append(Problem(dirpath, None, "symlink-loop", "directory already visited (symlink loop); skipped"))
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems)
+        store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
+        if store is not None:
+            found.extend(store.discover(Path(dirpath), archive))
+            dirnames[:] = []
+            continue
+        if not regular:
+            continue
+        for reader in READERS.values():
+            args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
+            files = sorted(f for f in filenames if f in regular and reader.claims(f, *args))
+            if files:
+                directory = Path(dirpath)
+                found.append(
+                    RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))
+                )
+                break
+    return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
+
+
+def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
+    for reader in READERS.values():
+        args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
+        if reader.claims(name, *args):
+            return True
+    return False
+
+
+def _report_odd_entries(
+    directory: str, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
+) -> set[str]:
+    """Entries named like log files that are not regular files (a directory, FIFO, socket or
+    device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
+    opening a FIFO would block the build. Returns the claimed names that are regular files (one
+    stat each, the only one the scan makes; hidden ones included, but never reported)."""
+    regular: set[str] = set()
+    for name in sorted(filenames) + list(dirnames):
+        if not _claimed(name, patterns):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if name.startswith("."):
+                continue
+            if os.path.islink(path):
+                kind, what = ("symlink-loop", "symlink loop") if exc.errno == errno.ELOOP else ("unreadable", "dangling symlink")
+            else:
+                kind, what = "unreadable", f"cannot stat: {exc.strerror or exc}"
+            problems.append(Problem(path, None, kind, f"named like a log file but {what}; skipped"))
+            continue
+        if stat.S_ISREG(st.st_mode):
+            regular.add(name)
+        elif not name.startswith("."):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+            problems.append(Problem(path, None, "not-a-file", f"named like a log file but {what}; skipped"))
+    return regular
+
+
+def _attach_sub_runs(runs: list[RunSource], include: tuple[str, ...], exclude: tuple[str, ...]) -> list[RunSource]:
+    names = {r.name for r in runs if r.format != "mlflow"}
+    out: list[RunSource] = []
+    for run in runs:
+        parent = None
+        if run.format != "mlflow" and run.name != ".":
+            for key in _ancestors(run.name):
+                if key in names:
+                    parent = key
+                    break
+        if not _selected(_family_root(run.name, names), include, exclude):
+            continue
+        out.append(RunSource(run.name, run.format, run.directory, run.files, parent))
+    return out
+
+
+def _family_root(name: str, names: set[str]) -> str:
+    """The outermost run that contains ``name`` (itself when it is not a sub-run)."""
+    root = name
+    for ancestor in _ancestors(name):
+        if ancestor in names:
+            root = ancestor
+    return root
+
+
+def _ancestors(name: str) -> list[str]:
+    """``PurePosixPath(name).parents`` as strings, nearest first ("a/b/c" -> "a/b", "a", ".")."""
+    out = []
+    while "/" in name:
+        name = name.rsplit("/", 1)[0]
+        out.append(name)
+    return out + ["."]

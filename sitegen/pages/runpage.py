@@ -1,0 +1,175 @@
+"""One run's page: charts grouped by prefix, hyperparameters, environment, provenance, notes,
+key outputs (curves, images with a step slider, audio, text, histograms), artifacts and the
+full-resolution scalar downloads (CSV and Parquet, written beside the page)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import PurePosixPath
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+from sitegen.pages import charts
+from sitegen.prepare import envinfo
+from sitegen.config import Config
+from sitegen.errors import Problem
+from sitegen.prepare.hparams import is_config_tag
+from sitegen.model import HParamValue, SiteRun
+from sitegen.pages.render import RESOURCE_PREFIXES, Assets, LazyMarkdown, fmt_value, js_data, json_text, render_page
+
+log = logging.getLogger(__name__)
+RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
+SCALARS = "\x00scalars"
+
+
+def _group(tag: str) -> str:
+    if tag.startswith(RESOURCE_PREFIXES):
+        return RESOURCES
+    return tag.split("/", 1)[0] if "/" in tag else SCALARS
+
+
+def _media(prefix: str, data: bytes, mime: str, files: dict[str, bytes]) -> str:
+    ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "audio/wav": "wav",
+           "audio/ogg": "ogg", "audio/mpeg": "mp3"}.get(mime, "bin")
+    name = f"media/{hashlib.sha256(data).hexdigest()[:20]}.{ext}"
+    files[prefix + name] = data
+    return name
+
+
+def _thin(items: list, n: int) -> list:
+    """Keep at most ``n`` items evenly spread, always the first and the last."""
+    items = sorted(items, key=lambda t: t[0])
+    if len(items) <= n:
+        return items
+    if n <= 1:
+        return items[-1:]
+    idx = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
+    return [items[i] for i in idx]
+
+
+def _stats_rows(lines: list, t) -> Markup:
+    """One chart's statistics rows, a line each; written here rather than in the template
+    (Jinja spent a millisecond a run on them)."""
+    value = escape(t("stats.value"))
+    out = []
+    for ln in lines:
+        s = ln.series.stats
+        drawn = f' <span class="muted">({escape(t("stats.drawn", n=len(ln.series.step)))})</span>' if ln.series.thinned else ""
+        at_min = "" if s.min_step is None else f' <span class="muted">@{s.min_step}</span>'
+        at_max = "" if s.max_step is None else f' <span class="muted">@{s.max_step}</span>'
+        warn = ' class="warn"' if s.nan or s.posinf or s.neginf else ""
+        out.append(f"<tr><th>{escape(ln.label) if ln.label else value}</th><td>{s.count}{drawn}</td>\n"
+                   f'<td>{escape(fmt_value(s.last_value))} <span class="muted">@{s.last_step}</span></td>\n'
+                   f"<td>{escape(fmt_value(s.min_value))}{at_min}</td>\n"
+                   f"<td>{escape(fmt_value(s.max_value))}{at_max}</td>\n"
+                   f"<td{warn}>{s.nan} / {s.posinf + s.neginf}</td></tr>\n")
+    return Markup("".join(out))
+
+
+def _sub_label(run: SiteRun, sub) -> str:
+    try:
+        return PurePosixPath(sub.name).relative_to(run.name).as_posix()
+    except ValueError:
+        return sub.name
+
+
+def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: dict[str, HParamValue], assets: Assets,
+             common: dict, problems: list[Problem], config: Config, group_href: dict[str, str],
+             other_dirs: frozenset = frozenset()) -> dict[str, bytes]:
+    """``other_dirs``: folders of every run of the site, never listed as this run's artifacts."""
+    prefix = f"runs/{run.slug}/"
+    t = env.globals["t"]
+    files: dict[str, bytes] = {}
+    chart_data: list[dict[str, Any]] = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    by_tag: dict[str, list] = {}
+    for ln in run.lines:
+        by_tag.setdefault(ln.tag, []).append(ln)
+    for tag, lines in by_tag.items():
+        rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
+        chart_data.append({"kind": "scalar", "rows": rows})
+        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t)})
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
+    data = [run.data, *run.sub_runs]
+    hists: dict[str, list] = {}
+    for d in data:
+        for h in d.histograms:
+            hists.setdefault(h.tag, []).append((h.step, h.left, h.right, h.count))
+    hist_charts = []
+    for tag in sorted(hists):
+        chart_data.append({"kind": "histogram", "rows": charts.histogram_rows(_thin(hists[tag], 60))})
+        hist_charts.append({"tag": tag, "chart": len(chart_data) - 1, "steps": len(hists[tag])})
+    curves: dict[str, list] = {}
+    for d in data:
+        for c in d.curves:
+            x, y = (c.columns["recall"], c.columns["precision"]) if c.kind == "pr" else (c.columns["fpr"], c.columns["tpr"])
+            curves.setdefault(f"{c.kind}:{c.tag}", []).append((c.step, x, y))
+    curve_charts = []
+    for key in sorted(curves):
+        chart_data.append({"kind": "curve", "rows": charts.curve_rows(_thin(curves[key], 10))})
+        kind, tag = key.split(":", 1)
+        curve_charts.append({"tag": tag, "kind": kind, "chart": len(chart_data) - 1})
+    images: dict[str, list] = {}
+    audio: dict[str, list] = {}
+    texts: dict[str, list] = {}
+    by_tag: dict[str, list] = {}
+    for d in data:
+        for im in d.images:
+            by_tag.setdefault(im.tag, []).append((im.step, im, d))
+    limit = config.limits.max_images_per_tag
+    extra: list[Problem] = []
+    for tag, items in by_tag.items():
+        if len(items) > limit:  # evenly spread, first and last kept; the page says so
+            where = items[0][2].files[0].path if items[0][2].files else run.name
+            extra.append(Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)"))
+            items = _thin(items, limit)
+        for _, im, _ in items:
+            images.setdefault(tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
+    for d in data:
+        for au in d.audio:
+            audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
+        for tx in d.texts:
+            texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
+    image_list = sorted(images.items())
+    for _, items in image_list:
+        items.sort(key=lambda im: im["step"])
+    chart_page = {
+        "charts": chart_data,
+        "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
+    }
+    # downloads: every scalar record of the run and its sub-runs, no thinning
+    table = envinfo.scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs])
+    downloads = []
+    if table.num_rows:  # the CSV is written by the page script from scalars.js, on demand
+        files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", envinfo.csv_columns(table))
+        files[prefix + "scalars.parquet"] = blob = envinfo.to_parquet(table)
+        downloads = [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
+    directory = run.directory
+    sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
+    env_info = envinfo.environment(data, directory)
+    notes = envinfo.notes(directory)
+    artifacts = envinfo.artifacts(data, directory, sub_dirs, other_dirs)
+    paths = {str(f.path) for d in data for f in d.files}
+    run_problems = [p for p in problems if p.path in paths] + extra
+    metric_values = {}
+    for m in run.data.hparam_metrics:
+        for ln in run.lines:
+            if ln.tag == m:
+                metric_values[m] = ln.series.stats.last_value
+    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1])))
+                for i in range(len(run.parts) - 1)]
+    compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
+    files[prefix + "index.html"] = render_page(
+        env.get_template("run.html"), json_text(chart_page),
+        **common, root="../../", assets=assets.urls, run=run, groups=ordered, hist_charts=hist_charts,
+        curve_charts=curve_charts, images=image_list, audio=sorted(audio.items()),
+        texts=sorted((k, v) for k, v in texts.items()), metric_values=metric_values, problems=run_problems,
+        files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
+        config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
+        notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=downloads,
+        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
+    )
+    return files
+

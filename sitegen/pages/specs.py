@@ -1,0 +1,145 @@
+"""Chart templates: one Vega-Lite spec per chart kind, authored once with altair.
+
+Building a full altair chart per series costs ~28 ms; instead each kind's spec is built once
+(with a named data source) and the browser swaps in each chart's rows (see :mod:`sitegen.pages.charts`).
+Importing altair alone takes ~0.5 s, so this module is imported only when the store holds no
+built copy of the templates (``render`` keeps them as a blob keyed by this file and the catalog).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import altair as alt
+
+from sitegen.pages.i18n import translator
+
+WIDTH, HEIGHT = 520, 240
+DATA = alt.NamedData(name="rows")
+
+
+def _scalar(t) -> dict[str, Any]:
+    base = alt.Chart(DATA)
+    x = alt.X("x:Q", title=t("chart.step"), axis=alt.Axis(format="~s"))
+    line = (
+        base.mark_line(interpolate="linear", strokeWidth=1.5, point=False)
+        .transform_filter("datum.k == ''")
+        .encode(
+            x=x,
+            y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
+            color=alt.Color("s:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=240)),
+            detail="s:N",
+            tooltip=[alt.Tooltip("s:N", title=t("chart.series")), alt.Tooltip("x:Q", title=t("chart.step")), alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g")],
+        )
+    )
+    marks = (
+        base.mark_rule(color="#d62728", strokeDash=[3, 2], strokeWidth=1.5)
+        .transform_filter("datum.k != ''")
+        .encode(
+            x=x,
+            tooltip=[alt.Tooltip("s:N", title=t("chart.series")), alt.Tooltip("x:Q", title=t("chart.step")), alt.Tooltip("k:N", title=t("chart.value"))],
+        )
+    )
+    return alt.layer(line, marks).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
+def _histogram(t) -> dict[str, Any]:
+    return (
+        alt.Chart(DATA)
+        .mark_rect()
+        .encode(
+            x=alt.X("l:Q", title=t("chart.value")),
+            x2="r:Q",
+            y=alt.Y("step:O", title=t("chart.step"), sort="descending", axis=alt.Axis(labelOverlap=True)),
+            color=alt.Color("c:Q", title=t("chart.count"), scale=alt.Scale(scheme="blues")),
+            tooltip=[alt.Tooltip("step:O", title=t("chart.step")), alt.Tooltip("l:Q", title=t("chart.from")), alt.Tooltip("r:Q", title=t("chart.to")), alt.Tooltip("c:Q", title=t("chart.count"))],
+        )
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
+    )
+
+
+def _curve(t) -> dict[str, Any]:
+    return (
+        alt.Chart(DATA)
+        .mark_line(point=False)
+        .encode(
+            x=alt.X("x:Q", title=t("chart.recall"), scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("y:Q", title=t("chart.precision"), scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("step:O", title=t("chart.step")),
+            order="o:Q",
+            tooltip=[alt.Tooltip("step:O", title=t("chart.step")), alt.Tooltip("x:Q", format=".3f"), alt.Tooltip("y:Q", format=".3f")],
+        )
+        .properties(width=360, height=300)
+        .to_dict(validate=True)
+    )
+
+
+def _overlay(t) -> dict[str, Any]:
+    """Every run of a group as a line: smoothed ``y`` over a faint ``raw``; click the legend to
+    highlight a run. The page script switches the x field's type/title and the y scale type."""
+    base = alt.Chart(DATA)
+    pick = alt.selection_point(fields=["s"], bind="legend", name="pick")
+    x = alt.X("x:Q", title=t("chart.step"), axis=alt.Axis(format="~s"))
+    legend = alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, symbolOpacity=1, title=None)
+    raw = base.mark_line(strokeWidth=1, interpolate="linear").encode(
+        x=x, y=alt.Y("raw:Q", title=None, scale=alt.Scale(zero=False)),
+        color=alt.Color("s:N", legend=legend), detail="s:N",
+        opacity=alt.condition(pick, alt.value(0.22), alt.value(0.03)),
+    ).properties(name="raw")
+    smooth = base.mark_line(strokeWidth=1.6, interpolate="linear").add_params(pick).encode(
+        x=x, y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
+        color=alt.Color("s:N", legend=legend), detail="s:N",
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
+        tooltip=[alt.Tooltip("s:N", title=t("chart.run")), alt.Tooltip("x:Q", title=t("chart.x")),
+                 alt.Tooltip("y:Q", title=t("chart.smoothed"), format=".6~g"), alt.Tooltip("raw:Q", title=t("chart.value"), format=".6~g")],
+    ).properties(name="smooth")
+    return alt.layer(raw, smooth).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
+def _parallel(t) -> dict[str, Any]:
+    """Parallel coordinates from pre-normalised rows: one line per run across the axes ``k``."""
+    return (
+        alt.Chart(DATA)
+        .mark_line(strokeWidth=1.4, opacity=0.8, point=True)
+        .encode(
+            x=alt.X("k:N", title=None, sort=alt.EncodingSortField("o"), axis=alt.Axis(labelAngle=-30, labelLimit=160)),
+            y=alt.Y("v:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color("s:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, title=None)),
+            detail="s:N",
+            order="o:Q",
+            tooltip=[alt.Tooltip("s:N", title=t("chart.run")), alt.Tooltip("k:N", title=t("chart.axis")), alt.Tooltip("raw:N", title=t("chart.value"))],
+        )
+        .properties(width=WIDTH + 200, height=HEIGHT + 40)
+        .to_dict(validate=True)
+    )
+
+
+def _scatter(t) -> dict[str, Any]:
+    """One metric against one hyperparameter; the page script sets the axis titles."""
+    return (
+        alt.Chart(DATA)
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X("x:Q", title="x", scale=alt.Scale(zero=False)),
+            y=alt.Y("y:Q", title="y", scale=alt.Scale(zero=False)),
+            color=alt.Color("s:N", legend=None),
+            tooltip=[alt.Tooltip("s:N", title=t("chart.run")), alt.Tooltip("x:Q", format=".6~g"), alt.Tooltip("y:Q", format=".6~g")],
+        )
+        .properties(width=300, height=220)
+        .to_dict(validate=True)
+    )
+
+
+@functools.cache
+def templates(language: str = "en") -> dict[str, dict[str, Any]]:
+    """Every chart kind's Vega-Lite template with titles in ``language`` (built once per process).
+
+    ``$schema`` is dropped: it is a URL to another host and the site must name none.
+    """
+    t = translator(language)
+    specs = {"scalar": _scalar(t), "histogram": _histogram(t), "curve": _curve(t), "overlay": _overlay(t),
+             "parallel": _parallel(t), "scatter": _scatter(t)}
+    for spec in specs.values():
+        spec.pop("$schema", None)
+    return specs

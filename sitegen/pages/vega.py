@@ -1,0 +1,32 @@
+"""The one vendored Vega script, made with vl-convert at build time.
+
+``vl_convert.javascript_bundle()`` takes seconds and is byte-identical across calls, so the
+store keeps it per vl-convert version. Its minified top-level names would leak into the page's
+global scope (a page function named ``L`` broke it), so it is wrapped in an IIFE; its
+``window.vegaEmbed = ...`` exports still work.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from sitegen.pipeline.stamp import package_stamp
+from sitegen.cache.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def _make() -> bytes:
+    import vl_convert  # here only: importing its 80 MB library cost every build process 80 ms
+
+    log.info("making the Vega bundle with vl-convert %s (once)", vl_convert.__version__)
+    return ("(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n").encode("utf-8")
+
+
+def bundle(store: Store | None = None) -> bytes:
+    """The IIFE-wrapped Vega + Vega-Lite + vega-embed bundle, kept under a name that changes
+    with the installed vl-convert (its package file's path, size, time and inode, read without
+    importing it)."""
+    store = store or Store(None)
+    installed = hashlib.sha256(package_stamp("vl_convert").encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return store.blob(f"vega-bundle-{installed}.js", _make)

@@ -1,0 +1,222 @@
+"""Hyperparameters of a run, and the comparison table of a group of runs.
+
+Hyperparameters come from the reader (``RunData.hparams``: the hparams plugin, VisualDL or
+MLflow params) and from a text summary holding a JSON or YAML config, a common habit:
+``add_text("hyperparameters/config", json.dumps(config))`` (tensorboardX appends
+``/text_summary`` to the tag). Nested keys are flattened with ``.``. YAML is read by a small
+safe subset parser (block maps of ``key: value``, comments, scalars, inline lists kept as
+text): no tags, anchors or object construction, so a hostile text can only fail to parse.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sitegen.model import HParamValue, RunData
+
+log = logging.getLogger(__name__)
+
+CONFIG_TAG = re.compile(r"(^|[/_.\- ])(hparams?|hyper_?params?|hyperparameters?|config|configuration|params|args|arguments|flags)($|[/_.\- ])", re.I)
+LOWER_IS_BETTER = re.compile(r"loss|error|perplexity|(?<![a-z])(err|ppl|wer|cer|mse|mae|rmse)(?![a-z])|损失|误差|错误|困惑度")
+MAX_KEYS = 500
+
+
+def base_tag(tag: str) -> str:
+    return tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag
+
+
+def is_config_tag(tag: str) -> bool:
+    return bool(CONFIG_TAG.search(base_tag(tag)))
+
+
+@functools.lru_cache(maxsize=4096)
+def lower_is_better(tag: str) -> bool:
+    """(Remembered: a comparison page asks it for every line of every run, of a few tags.)"""
+    return bool(LOWER_IS_BETTER.search(tag.lower()))
+
+
+def _scalar(v: Any) -> HParamValue:
+    if isinstance(v, bool) or isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return float(v) if abs(v) < 2**53 else str(v)
+    if isinstance(v, float):
+        return v
+    return json.dumps(v, ensure_ascii=False, sort_keys=True)
+
+
+def flatten(obj: Any, prefix: str = "", out: dict[str, HParamValue] | None = None) -> dict[str, HParamValue]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1.0}``; lists and nulls become their JSON text."""
+    out = {} if out is None else out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                flatten(v, key, out)
+            elif len(out) < MAX_KEYS:
+                out[key] = _scalar(v)
+    return out
+
+
+_YAML_LINE = re.compile(r"^( *)([\w\-][^:#{}\[\],]*?|\"[^\"]*\"|'[^']*')\s*:(?:\s+(.*?))?\s*$")
+_NUMBER = re.compile(r"^[-+]?(\d[\d_]*\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
+
+
+def _yaml_scalar(text: str) -> Any:
+    if text == "" or text in ("~", "null", "Null", "NULL"):
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    if text in ("true", "True", "TRUE", "yes", "Yes"):
+        return True
+    if text in ("false", "False", "FALSE", "no", "No"):
+        return False
+    if _NUMBER.match(text):
+        try:
+            return int(text.replace("_", "")) if re.fullmatch(r"[-+]?[\d_]+", text) else float(text.replace("_", ""))
+        except ValueError:
+            return text
+    if text in (".inf", "+.inf"):
+        return math.inf
+    if text == "-.inf":
+        return -math.inf
+    if text == ".nan":
+        return math.nan
+    return text
+
+
+def parse_yaml_map(text: str) -> dict[str, Any] | None:
+    """A block map of ``key: value`` lines (nested by indentation); None when it is not one."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+    pending: tuple[int, dict[str, Any], str] | None = None
+    keys = 0
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip() or line.strip() in ("---", "..."):
+            continue
+        if "\t" in line[: len(line) - len(line.lstrip())]:
+            return None
+        m = _YAML_LINE.match(line)
+        if not m:
+            return None
+        indent, key, value = len(m.group(1)), m.group(2).strip().strip("\"'"), m.group(3)
+        if pending is not None:
+            p_indent, p_parent, p_key = pending
+            pending = None
+            if indent > p_indent:
+                child: dict[str, Any] = {}
+                p_parent[p_key] = child
+                stack.append((p_indent, child))
+            else:
+                p_parent[p_key] = None
+        while len(stack) > 1 and indent <= stack[-1][0]:
+            stack.pop()
+        parent = stack[-1][1]
+        if value is None or value == "":
+            pending = (indent, parent, key)
+        else:
+            parent[key] = _yaml_scalar(value)
+        keys += 1
+    if pending is not None:
+        pending[1][pending[2]] = None
+    return root if keys else None
+
+
+def parse_config(text: str) -> dict[str, HParamValue] | None:
+    """Flattened config from a JSON object or a YAML-subset map; None when the text is neither."""
+    s = text.strip()
+    if s.startswith("```"):  # a fenced block, as some loggers write for Markdown display
+        s = re.sub(r"^```[a-zA-Z]*\n?|\n?```$", "", s).strip()
+    if s.startswith("{"):
+        try:
+            obj = json.loads(s)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return flatten(obj)
+    obj = parse_yaml_map(s)
+    return flatten(obj) if obj else None
+
+
+def run_hparams(datas: list[RunData]) -> dict[str, HParamValue]:
+    """A run's hyperparameters: config texts (newest step per tag), then reader hparams on top."""
+    out: dict[str, HParamValue] = {}
+    for d in datas:
+        newest: dict[str, tuple[int, str]] = {}
+        for tx in d.texts:
+            if is_config_tag(tx.tag) and (tx.tag not in newest or tx.step >= newest[tx.tag][0]):
+                newest[tx.tag] = (tx.step, tx.text)
+        for tag in sorted(newest):
+            parsed = parse_config(newest[tag][1])
+            if parsed:
+                out.update(parsed)
+    for d in datas:
+        out.update(d.hparams)
+    return out
+
+
+def text_value(v: HParamValue | None) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "+inf" if v > 0 else "-inf"
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+    return str(v)
+
+
+@dataclass
+class Column:
+    key: str
+    kind: str  # "hparam" or "final" or "best"
+    tag: str = ""  # the metric of a final/best column
+    lower: bool = False
+    numeric: bool = True
+    best: float | None = None
+
+
+@dataclass
+class Table:
+    columns: list[Column]
+    rows: list[list[Any]]  # one list of values per run, aligned with columns
+    same: list[tuple[str, str]] = field(default_factory=list)  # (key, value) equal in every run
+
+
+def comparison_table(hps: list[dict[str, HParamValue]], finals: list[dict[str, float]], bests: list[dict[str, float]], metrics: list[str]) -> Table:
+    """Runs x (varying hparams + final and best value of each metric); constant hparams apart."""
+    keys = sorted({k for h in hps for k in h}, key=str)
+    columns: list[Column] = []
+    same: list[tuple[str, str]] = []
+    for k in keys:
+        values = [h.get(k) for h in hps]
+        texts = {text_value(v) if k in h else "\x00missing" for h, v in zip(hps, values)}
+        if len(texts) == 1 and len(hps) > 1:
+            same.append((k, text_value(values[0])))
+            continue
+        numeric = all(isinstance(v, float) for v in values if v is not None)
+        columns.append(Column(k, "hparam", numeric=numeric))
+    for m in metrics:
+        lower = lower_is_better(m)
+        columns.append(Column(m, "final", m, lower))
+        columns.append(Column(m, "best", m, lower))
+    rows: list[list[Any]] = []
+    for h, fin, bst in zip(hps, finals, bests):
+        row: list[Any] = []
+        for c in columns:
+            row.append(h.get(c.key) if c.kind == "hparam" else (fin if c.kind == "final" else bst).get(c.tag))
+        rows.append(row)
+    for i, c in enumerate(columns):
+        if c.kind == "hparam":
+            continue
+        vals = [r[i] for r in rows if isinstance(r[i], float) and math.isfinite(r[i])]
+        if vals and len(rows) > 1:
+            c.best = min(vals) if c.lower else max(vals)
+    return Table(columns, rows, same)

@@ -1,0 +1,552 @@
+"""The only stage that writes into the site folder, and it switches sites atomically.
+
+Layout, for ``--out /srv/www/reports``::
+
+    /srv/www/reports            -> .reports.builds/000007-3f2a9c1b0d4e   (relative symlink)
+    /srv/www/.reports.builds/   000005-..., 000006-..., 000007-...        (the last ``keep`` builds)
+
+A build is written completely into a staging folder inside ``.reports.builds``, renamed to its
+final name, and only then made live by pointing ``reports`` at it: a temporary symlink is
+created and renamed over ``reports`` (``rename(2)`` is atomic). nginx resolves the symlink on
+every request (``disable_symlinks off`` is its default), so it serves either the whole old site
+or the whole new one, never a mix; a failed or killed build leaves the live site untouched and
+its staging folder is removed by the next build. The symlink target is relative, so the parent
+folder can be moved or mounted elsewhere.
+
+An ``out`` that is still a real directory (made by an older sitegen) is migrated: it becomes the
+oldest build, and the symlink takes its place (with ``renameat2(RENAME_EXCHANGE)`` where the
+kernel has it, so even that switch has no gap).
+
+Every path is checked to stay inside the site; ``.gz`` twins are written beside large text files
+for nginx's ``gzip_static`` -- deterministically (gzip mtime 0) and with the same mtime as the
+original, so ``Last-Modified``/``ETag`` agree whichever body nginx picks.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import threading
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from sitegen.publish import placement
+from sitegen.errors import SitegenError, UsageError
+
+log = logging.getLogger(__name__)
+GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
+GZIP_MIN_BYTES = 1024
+LINK_CHUNK = 2000  # paths per `cp -l` command line
+BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
+STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
+TRASH_NAME = re.compile(r"^\.trash-(\d+)-.+$")
+
+
+NO_TWIN_NAMES = ("scalars.js",)  # a run's full scalars: loaded only when its CSV is asked for
+
+
+def needs_twin(rel: str, data: bytes) -> bool:
+    return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)
+
+
+GZIP_FAST_FROM = 64 * 1024  # zlib only: larger files (page data: mostly base64) get level 1
+
+try:  # ISA-L's deflate: 5-7x faster than zlib's level 1 on page data, and as small
+    from isal import isal_zlib as _isal
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
+    _isal = None
+
+
+def gzip_twin(data: bytes) -> bytes:
+    """The deterministic ``.gz`` twin (gzip header time 0): ISA-L level 2 where installed (on
+    the 500-run benchmark, zlib took 7% of the build's CPU), else zlib level 6, or level 1 for
+    large files (on base64 page data twice as fast as level 6, within 2% of its size)."""
+    if _isal is not None:
+        return _isal.compress(data, 2, wbits=31)
+    return zlib.compress(data, 1 if len(data) >= GZIP_FAST_FROM else 6, wbits=31)
+
+
+def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
+    """``{path: (sha256, size)}`` of a previous build's pages and assets, from its manifest."""
+    if previous is None:
+        return {}
+    try:
+        from sitegen.publish.manifest import read_live  # here: manifest imports the data model (pyarrow)
+
+        data = read_live(previous)
+        return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
+                if isinstance(e, dict) and "sha256" in e}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def builds_dir(out: Path) -> Path:
+    """Where the builds behind ``out`` live: a hidden sibling, outside the served tree."""
+    return out.parent / f".{out.name}.builds"
+
+
+def list_builds(out: Path) -> list[Path]:
+    """The finished builds behind ``out``, oldest first."""
+    folder = builds_dir(Path(out))
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if BUILD_NAME.match(p.name) and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (int(BUILD_NAME.match(p.name).group(1)), p.name))
+
+
+def live_build(out: Path) -> Path | None:
+    """The build ``out`` points at, or None when ``out`` is not a symlink to a folder of its
+    builds folder (a dangling one, whose builds were removed, is none)."""
+    out = Path(out)
+    if not out.is_symlink():
+        return None
+    target = (out.parent / os.readlink(out)).resolve()
+    return target if target.parent == builds_dir(out).resolve() and target.is_dir() else None
+
+
+def _looks_like_site(path: Path) -> bool:
+    """An old sitegen site (or an empty folder): safe to take over."""
+    try:
+        names = {p.name for p in path.iterdir()}
+    except OSError:
+        return False
+    return not names or ("index.html" in names and ("assets" in names or "manifest.json" in names))
+
+
+def _check_out(out: Path) -> None:
+    if out.is_symlink():
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a folder; refusing to replace it")
+    if out.is_dir() and not _looks_like_site(out):
+        raise UsageError(f"{out}: is a folder that was not made by sitegen (no index.html and assets/); refusing to replace it")
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One publisher at a time switches and prunes (a concurrent one waits)."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _switch(out: Path, target: Path, durable: bool = False) -> None:
+    """Point ``out`` at ``target`` with one atomic rename (migrating a real directory first);
+    ``durable``: the switch itself is on storage when this returns."""
+    link = out.parent / f".{out.name}.link-{os.getpid()}"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    os.symlink(os.path.relpath(target, out.parent), link)
+    if out.is_symlink() or not out.exists():
+        os.replace(link, out)
+    else:
+        legacy = builds_dir(out) / "000000-legacy"
+        n = 1
+        while legacy.exists():
+            n += 1
+            legacy = builds_dir(out) / f"000000-legacy-{n}"
+        log.info("migrating the old site folder %s to %s", out, legacy)
+        try:
+            if _rename_exchange(link, out):  # out is now the symlink, link the old folder
+                os.rename(link, legacy)
+            else:
+                os.rename(out, legacy)
+                os.replace(link, out)
+        except OSError as exc:
+            if link.is_symlink():
+                link.unlink()
+            raise SitegenError(f"{out}: cannot move the old site folder aside ({exc.strerror}); "
+                               f"is it a mount point? Publish to a path inside it instead") from None
+    if durable:
+        _fsync_dir(out.parent)
+
+
+def _obsolete(out: Path, keep: int) -> list[Path]:
+    """Builds past the newest ``keep`` (never the live one) and leftovers of killed builds."""
+    folder = builds_dir(out)
+    live = live_build(out)
+    builds = list_builds(out)
+    found = [old for old in builds[: max(0, len(builds) - keep)] if live is None or old.resolve() != live]
+    for p in folder.iterdir():
+        m = STAGING_NAME.match(p.name) or TRASH_NAME.match(p.name)
+        if m and not _pid_alive(int(m.group(1))):
+            found.append(p)
+    return found
+
+
+def _prune(out: Path, keep: int) -> None:
+    for old in _obsolete(out, keep):
+        log.info("removing %s", old.name)
+        shutil.rmtree(old, ignore_errors=True)
+    for p in out.parent.glob(f".{out.name}.link-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if p.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+            p.unlink(missing_ok=True)
+
+
+class Writer:
+    """Writes files into a build folder: a file whose content equals the live build's (by the
+    live manifest's SHA-256) is hard-linked from it together with its ``.gz`` twin, which makes
+    nightly rebuilds cheap. The main process writes through :class:`Staging`; worker processes
+    write their runs' pages into the same folder with a ``Writer`` of their own (``old``: the
+    live manifest's entries for their files) and hand back :attr:`hashes`."""
+
+    def __init__(self, root: Path, previous: Path | None, old: dict[str, tuple[str, int]], *,
+                 replace: bool = False) -> None:
+        """``replace``: files already there are replaced (a worker's job that runs again after
+        its first worker died may find what that one wrote)."""
+        self.root, self.previous, self.old, self.replace = Path(root), previous, old, replace
+        self.hashes: dict[str, tuple[str, int]] = {}  # every file written: (sha256, size)
+        self._root = str(self.root) + "/"
+        self._previous = None if previous is None else str(previous) + "/"
+        self._dirs: set[str] = {str(self.root)}
+
+    def _target(self, rel: str) -> str:
+        if rel in self.hashes:
+            raise SitegenError(f"refusing to write {rel!r} twice")
+        # checked_relpath refuses "..", absolute and empty parts, and the staging folder holds no
+        # symlinks (only this module creates its entries), so the target stays inside it.
+        # Plain strings, not Path objects: a rebuild links thousands of files.
+        target = self._root + checked_relpath(rel)
+        folder = target[: target.rfind("/")]
+        if folder not in self._dirs:
+            os.makedirs(folder, exist_ok=True)
+            self._dirs.add(folder)
+        if self.replace:
+            try:
+                os.unlink(target)
+            except FileNotFoundError:
+                pass
+        return target
+
+    def _link(self, rel: str, target: str) -> bool:
+        """Hard-link ``rel`` from the live build, if it is there with the size its manifest
+        gives (see :class:`Staging`: a power cut may have left it empty)."""
+        if self._previous is None or rel not in self.old:
+            return False
+        try:
+            os.link(self._previous + checked_relpath(rel), target)
+        except OSError:
+            return False
+        digest, size = self.old[rel]
+        got = _linked_size(target, size)
+        if got is None:
+            _unlink(target)
+            return False
+        self.hashes[rel] = (digest, got)
+        return True
+
+    def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
+        """Write one file (and its ``.gz`` twin when it is a large text file; ``twin``: already
+        compressed, e.g. by a worker process)."""
+        target = self._target(rel)
+        digest = hashlib.sha256(data).hexdigest()
+        wants_twin = needs_twin(rel, data)
+        if self.old.get(rel, ("",))[0] == digest and (not wants_twin or rel + ".gz" in self.old):
+            if self._link(rel, target) and (not wants_twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
+                return
+            for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
+                self.hashes.pop(r, None)
+                _unlink(self._root + r)
+        _write_file(target, data)
+        self.hashes[rel] = (digest, len(data))
+        if wants_twin:
+            gz = twin if twin is not None else gzip_twin(data)
+            gz_target = self._target(rel + ".gz")
+            _write_file(gz_target, gz)
+            st = os.stat(target)
+            os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
+            self.hashes[rel + ".gz"] = (hashlib.sha256(gz).hexdigest(), len(gz))
+
+    def link_previous(self, rel: str) -> bool:
+        """Reuse ``rel`` (and its twin) unchanged from the live build; False when it cannot."""
+        target = self._target(rel)
+        if not self._link(rel, target):
+            return False
+        if rel + ".gz" in self.old and not self._link(rel + ".gz", self._target(rel + ".gz")):
+            self.hashes.pop(rel)
+            _unlink(target)
+            return False
+        return True
+
+    def unlink(self, rels: list[str]) -> None:
+        """Take back files (and twins) written or linked in this build."""
+        for rel in rels:
+            for r in (rel, rel + ".gz"):
+                if r in self.hashes:
+                    del self.hashes[r]
+                    _unlink(self._root + checked_relpath(r))
+
+
+def checked_relpath(rel: str) -> str:
+    """``rel`` when it is a plain relative path (no absolute, empty, ``.`` or ``..`` part, no
+    backslash or NUL), else :class:`SitegenError`: nothing is ever written outside the site."""
+    # (string tests for "", "." and ".." parts, not a split: a rebuild checks thousands of paths)
+    if (not rel or rel[0] == "/" or rel[-1] == "/" or "\\" in rel or "\x00" in rel or "//" in rel or rel in (".", "..")
+            or rel.startswith(("./", "../")) or rel.endswith(("/.", "/..")) or "/./" in rel or "/../" in rel):
+        raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
+    return rel
+
+
+def _linked_size(path: str, size: int) -> int | None:
+    """The size of the regular file ``path`` when it is ``size`` (any size when the manifest
+    gave none: -1), else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) and size in (-1, st.st_size) else None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class Staging(Writer):
+    """A build being written: files go to disk as they are rendered, so memory does not grow with
+    the site (see :class:`Writer`). :meth:`commit` makes the build live; leaving the ``with``
+    block by an exception removes it.
+
+    ``durable``: the new build is written to storage (``sync``) before it goes live, so that it
+    survives a power cut. Off by default: it waits for the disk, which on the 500-run benchmark
+    added 0.2-1 s (up to 5 s when the disk was busy) to a 5-6 s build, and a build that is
+    killed or fails never goes live either way. A live build that a power cut left damaged is
+    not trusted: its files are linked into the next build only when their sizes match its
+    manifest (:meth:`Writer._link`), so the next build draws the rest again.
+    """
+
+    def __init__(self, out: Path, *, keep: int = 3, durable: bool = False) -> None:
+        if keep < 1:
+            raise UsageError(f"keep must be at least 1, got {keep}")
+        out = Path(out)
+        if not out.name or out.name in (".", ".."):
+            raise UsageError(f"{out}: not a usable output path")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _check_out(out)
+        self.out, self.keep, self.durable = out, keep, durable
+        self.folder = builds_dir(out)
+        self.folder.mkdir(exist_ok=True)
+        placement.spread_below(self.folder)  # each build starts its own block group (see placement)
+        root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
+        root.mkdir()
+        previous = live_build(out)
+        super().__init__(root, previous, _previous_hashes(previous))
+        self._trash: list | None = None  # background removals started by retire_old
+        self._syncing: threading.Thread | None = None  # see flush_early
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._wait_trash()
+        if exc_type is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def old_under(self, prefix: str) -> dict[str, tuple[str, int]]:
+        """The live manifest's entries below ``prefix`` (what a worker's :class:`Writer` needs)."""
+        if not hasattr(self, "_by_prefix"):
+            self._by_prefix: dict[str, dict] = {}
+            for rel, entry in self.old.items():
+                head, _, rest = rel.partition("/")
+                sub = rest.partition("/")[0]
+                self._by_prefix.setdefault(f"{head}/{sub}/", {})[rel] = entry
+        return self._by_prefix.get(prefix, {})
+
+    def link_many(self, rels: list[str]) -> "Callable[[], set[str]]":
+        """Start hard-linking ``rels`` (files of the live build, listed in its manifest) in the
+        background with ``cp -l`` (thousands of links cost a rebuild more in Python than all
+        the rest of reusing its unchanged runs); returns ``wait()``, which finishes the job and
+        returns the paths that could not be linked. Where ``cp`` cannot, links one by one.
+
+        The ``cp`` processes are started at once and this process holds no thread for them (a
+        thread would keep the comparison pages' forked helper from forking: see
+        :mod:`sitegen.pipeline.forks`)."""
+        rels = [r for r in rels if r in self.old and r not in self.hashes]
+        for r in rels:
+            checked_relpath(r)
+        chunks = [rels[i : i + LINK_CHUNK] for i in range(0, len(rels), LINK_CHUNK)] if self._previous else []
+        procs: list[subprocess.Popen | None] = []
+        for chunk in chunks:
+            try:
+                procs.append(subprocess.Popen(["cp", "-l", "--parents", "-t", str(self.root), "--", *chunk],
+                                              cwd=self._previous, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+            except OSError:
+                procs.append(None)
+
+        def wait() -> set[str]:
+            failed = [proc is None or proc.wait() != 0 for proc in procs]
+            missing = set()
+            for r in rels:
+                digest, size = self.old[r]
+                got = _linked_size(self._root + r, size)
+                if got is not None:
+                    self.hashes[r] = (digest, got)
+                elif not (any(failed) and self._link(r, self._root + r)):
+                    _unlink(self._root + r)
+                    missing.add(r)
+            return missing
+
+        return wait
+
+    def adopt(self, hashes: dict[str, tuple[str, int]]) -> None:
+        """Files a worker wrote into this build (each path at most once)."""
+        for rel in hashes:
+            if rel in self.hashes:
+                raise SitegenError(f"refusing to write {rel!r} twice")
+            checked_relpath(rel)
+        self.hashes.update(hashes)
+
+    def retire_old(self) -> None:
+        """Start removing, in a background ``rm`` process, the builds that :meth:`commit` would
+        prune anyway (counting this one; never the live one) and leftovers of killed builds.
+        Called once the bulk of a build is done: the removal then overlaps its last stage
+        instead of adding to it (a build that fails after this keeps one rollback fewer)."""
+        if self._trash is not None:
+            return
+        with _locked(self.folder):
+            doomed = _obsolete(self.out, self.keep - 1)
+            moved = []
+            for p in doomed:
+                target = self.folder / f".trash-{os.getpid()}-{p.name}"
+                try:
+                    os.rename(p, target)
+                    moved.append(str(target))
+                except OSError:
+                    pass
+        self._trash = []
+        if moved:
+            try:
+                # at the lowest priority, so it runs while the build waits, not instead of it
+                # (`nice`, not preexec_fn: that is unsafe while the worker pool's threads run)
+                nice = ["nice", "-n", "19"] if shutil.which("nice") else []
+                self._trash = [subprocess.Popen([*nice, "rm", "-rf", "--", *moved], stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+            except OSError:  # no rm: commit removes them
+                pass
+
+    def flush_early(self) -> None:
+        """A durable build: start writing what is on disk so far to storage, in a background
+        thread: the sync in :meth:`commit` then has only the last files left (on a 500-run
+        archive it took 0.5 s when it had everything to write)."""
+        if self.durable and self._syncing is None:
+            self._syncing = threading.Thread(target=os.sync, daemon=True)
+            self._syncing.start()
+
+    def _wait_trash(self) -> None:
+        for proc in self._trash or []:
+            proc.wait()
+
+    def commit(self) -> Path:
+        """Make this build live (atomically) and prune old builds; returns its folder."""
+        if self.durable:
+            if self._syncing is not None:
+                self._syncing.join()
+            os.sync()  # the whole tree is on storage before it can become live
+        h = hashlib.sha256()
+        for rel in sorted(self.hashes):
+            h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + bytes.fromhex(self.hashes[rel][0]))
+        with _locked(self.folder):
+            existing = list_builds(self.out)
+            seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
+            final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
+            os.rename(self.root, final)
+            if self.durable:  # (a directory's fsync waits for the disk like the sync does)
+                _fsync_dir(self.folder)
+            _switch(self.out, final, self.durable)
+            self._wait_trash()
+            _prune(self.out, self.keep)
+        log.info("published %s -> %s", self.out, final.name)
+        return final
+
+
+def tidy(out: Path, keep: int) -> None:
+    """Prune to ``keep`` builds and remove leftovers of killed builds, without a new build (a
+    rebuild that found nothing to change)."""
+    if keep < 1:
+        raise UsageError(f"keep must be at least 1, got {keep}")
+    with _locked(builds_dir(out)):
+        _prune(Path(out), keep)
+
+
+def publish(files: dict[str, bytes], out: Path, *, keep: int = 3, durable: bool = False) -> Path:
+    """Make ``out`` serve a site made of ``files``; switch only once everything is on disk.
+
+    Returns the build folder ``out`` now points at. ``keep`` builds (including the new one) are
+    kept for rollback (``ln -sfn .<out>.builds/<older> <out>``); older ones are removed.
+    """
+    with Staging(Path(out), keep=keep, durable=durable) as stage:
+        for rel in sorted(files):
+            if rel.endswith(".gz") and rel[:-3] in files:
+                continue  # written with its original
+            stage.write(rel, files[rel], twin=files.get(rel + ".gz"))
+        return stage.commit()
