@@ -112,7 +112,7 @@ def test_libraries_are_announced_without_importing_them():
     import subprocess
     import sys
 
-    code = ("import sys; from sitegen import prefetch; n = prefetch.libraries(); "
+    code = ("import sys; from sitegen.pipeline import readahead as prefetch; n = prefetch.libraries(); "
             "print(n, 'numpy' in sys.modules, 'pyarrow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert int(out[0]) >= 4 and out[1:] == ["False", "False"]

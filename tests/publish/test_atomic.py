@@ -83,7 +83,7 @@ def test_kill_while_writing_keeps_the_old_site(tmp_path):
     publish.publish({"index.html": b"<p>old</p>", "assets/a.js": b"1"}, out)
     old = out.resolve()
     code = (
-        "import sys; from pathlib import Path; from sitegen import publish\n"
+        "import sys; from pathlib import Path; from sitegen.publish import staging as publish\n"
         "files = {f'runs/r{i}/index.html': bytes([i % 251]) * 200_000 for i in range(400)}\n"
         "files['index.html'] = b'new'\n"
         "publish.publish(files, Path(sys.argv[1]))\n"

@@ -110,7 +110,7 @@ def test_a_kept_vega_bundle_is_used_without_importing_vl_convert(tmp_path: Path)
     import subprocess
     import sys
 
-    code = ("import sys\nfrom pathlib import Path\nfrom sitegen import render\nfrom sitegen.cache.store import Store\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom sitegen.pages import render\nfrom sitegen.cache.store import Store\n"
             "data = render.assets('en', Store(Path(sys.argv[1]))).files\n"
             "print('vl_convert' in sys.modules, sorted(n for n in data if n.startswith('assets/vega-')))\n")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "home-cache")}  # not the machine's cache
