@@ -48,11 +48,11 @@ def main() -> None:
             t = time.perf_counter()
             write_archive(archive, args.runs, steps=args.steps, projects=10, models=10)
             print(f"generate {args.runs} runs: {time.perf_counter() - t:.1f} s")
-        from sitegen.pipeline.build import build
+        from sitegen.pipeline.build import BuildOptions, build
         from sitegen.config import Config
 
         t = time.perf_counter()
-        build(archive, site, config=Config(title="bench"), use_cache=False)
+        build(archive, site, BuildOptions(config=Config(title="bench"), use_cache=False))
         print(f"build: {time.perf_counter() - t:.1f} s")
         site = site.resolve()
         index_html = (site / "index.html").stat().st_size

@@ -8,20 +8,19 @@ site is unchanged), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sitegen import __version__
-from sitegen.config import load_config
+from sitegen.config import Config, load_config
 from sitegen.errors import SitegenError, UsageError
-
-if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+from sitegen.pipeline import stamp as stamps
+from sitegen.pipeline.executors import tune_process
+from sitegen.publish.staging import tidy
+from sitegen.resources import default_cache_dir
 
 log = logging.getLogger("sitegen")
 
@@ -78,16 +77,18 @@ def _path_or_url(s: str) -> Path | str:
     return s if is_url(s) else Path(s)
 
 
-def _executor(args: argparse.Namespace, config) -> dict:
-    """``executor=`` / ``scheduler=`` for build(): the flags, else ``[executor]`` in sitegen.toml."""
-    section = getattr(config, "executor", None)
-    kind = args.executor or ("dask" if args.scheduler else None) or getattr(section, "kind", None) or "local"
-    scheduler = args.scheduler or (getattr(section, "scheduler", None) if kind == "dask" else None) or None
+def _executor(args: argparse.Namespace, config: Config) -> Any:
+    """The executor the flags name, else ``[executor]`` in sitegen.toml, else the default (None)."""
+    from sitegen.pipeline.executors import executor_for
+
+    section = config.executor
+    kind = args.executor or ("dask" if args.scheduler else None) or section.kind or "local"
+    scheduler = args.scheduler or (section.scheduler if kind == "dask" else None) or None
     if scheduler and kind != "dask":
         raise UsageError("--scheduler needs --executor dask")
-    if kind == "local":
-        return {}  # build()'s defaults
-    return {"executor": kind, "scheduler": scheduler}
+    if kind == "local" and not args.jobs:
+        return None
+    return executor_for(kind, workers=args.jobs, scheduler=scheduler)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -96,66 +97,30 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"--keep must be at least 1, got {args.keep}")
     if isinstance(args.archive, Path) and not args.archive.is_dir():
         raise UsageError(f"{args.archive}: no such archive folder")
-    extra = _executor(args, config)
     sde = source_date_epoch()
-    stamp = cache = pool = tree = None
+    stamp = cache = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
-        # a local archive with a local cache: first ask whether anything changed at all,
-        # before importing the rest of sitegen (see sitegen.pipeline.stamp)
-        from sitegen.publish import staging as publish
-        from sitegen.pipeline import stamp as stamps
-        from sitegen.resources import default_cache_dir
-
+        # the no-change fast path: answered before numpy and pyarrow are imported
         cache = args.cache or default_cache_dir()
-        tree = stamps.Tree()
-        stamp, size = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config, tree)
-        if stamp is None:
-            tree = None
+        stamp = stamps.inputs(args.archive, {"verify": not args.no_verify, "cache": str(cache), "sde": sde}, args.config)
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
-            publish.tidy(args.out, args.keep)
+            tidy(args.out, args.keep)
             return _built(args, same.runs, same.files, args.out, same.problems)
-        if not extra and publish.live_build(args.out) is None:
-            pool = _early_pool(args.jobs, size)
-    from sitegen.pipeline.readahead import libraries
-
-    libraries()  # a build follows: its libraries are read from disk while Python imports
-    from sitegen.pipeline import build as building
-    from sitegen.pipeline.build import build
-
-    if getattr(args, "leaves_at_once", False):
-        building.HOLD = []  # (see sitegen.pipeline.build.HOLD)
-    gc.freeze()  # what was imported stays out of the garbage collector's full passes
+    from sitegen.pipeline.build import BuildOptions, build
 
     progress = _Progress(enabled=not args.quiet)
+    options = BuildOptions(
+        config=config, verify=not args.no_verify, cache=args.cache, use_cache=not args.no_cache, keep=args.keep,
+        source_date_epoch=sde, durable=args.fsync, executor=_executor(args, config), progress=progress,
+    )
     try:
-        result = build(
-            args.archive, args.out, config=config, verify=not args.no_verify, cache=args.cache,
-            use_cache=not args.no_cache, jobs=args.jobs, keep=args.keep,
-            source_date_epoch=sde, progress=progress, pool=pool, durable=args.fsync, tree=tree, **extra,
-        )
+        result = build(args.archive, args.out, options)
     finally:
         progress.done()
-        if pool is not None:  # (a build that used it has joined it already)
-            pool.shutdown(wait=True, cancel_futures=True)
-    if stamp is not None:
+    if stamp is not None and cache is not None:
         stamps.write(args.out, cache, stamp)
     return _built(args, result.runs, result.files, result.out, result.problems)
-
-
-def _early_pool(jobs: int, size: int) -> ProcessPoolExecutor | None:
-    """Worker processes started before this process imports numpy, pyarrow and the rest of
-    sitegen and scans the archive, for a first build (no live site) of an archive whose files
-    pass :data:`sitegen.pipeline.executors.PARALLEL_MIN_BYTES`: they import meanwhile, on the core this
-    process leaves idle, instead of after it. None when the build would not use them."""
-    from sitegen.pipeline import executors
-
-    workers = jobs or os.cpu_count() or 1
-    if workers < 2 or size < executors.PARALLEL_MIN_BYTES:
-        return None
-    pool = executors.local_pool(workers)
-    executors.warm(pool, workers)
-    return pool
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
@@ -252,19 +217,9 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line, callable from Python: it changes nothing process-wide but logging's
+    configuration (see :func:`run` for the console script)."""
     args = _parser().parse_args(argv)
-    args.leaves_at_once = argv is None  # (run() ends the process when main returns)
-    if argv is None:  # the command line: this process is sitegen's alone
-        from sitegen.pipeline.executors import keep_freed_memory, no_blas_threads, without_pandas
-
-        without_pandas()
-        keep_freed_memory()
-        no_blas_threads()
-        # imports and a build make hundreds of thousands of objects that live until the end (a
-        # rebuild parses every run's summary) and next to no cycles: at the default thresholds
-        # (700, 10, 10) the collector ran 180 times, walking them again and again (30 ms of a
-        # 0.6 s rebuild); now a few times
-        gc.set_threshold(100_000, 50, 50)
     logging.basicConfig(
         level=logging.ERROR if getattr(args, "quiet", False) else logging.INFO,
         format="%(levelname)s: %(message)s" if sys.stderr.isatty() else "sitegen: %(levelname)s: %(message)s",
@@ -291,29 +246,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``sitegen`` command (and ``python -m sitegen``): :func:`main`, then out at once.
-
-    By then every file is written and closed, and every worker and thread has been joined;
-    what is left is the interpreter tearing down numpy, pyarrow and every object of the build
-    one by one (30-40 ms for a process that has only imported them, more after a build). The exit functions still
-    run (multiprocessing's clean-up, logging's flush). ``main`` itself returns, for callers in
-    Python."""
-    try:
-        code = main()
-    except SystemExit as exc:  # argparse's usage errors and --help (as sys.exit would end)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)
-    exit_functions = getattr(atexit, "_run_exitfuncs", None)
-    if exit_functions is None:  # not CPython: the usual way out
-        sys.exit(code)
-    exit_functions()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(code)
+    """The ``sitegen`` console script (and ``python -m sitegen``): this process is sitegen's
+    alone, so it is tuned for a build first (:func:`sitegen.pipeline.executors.tune_process`)."""
+    tune_process()
+    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
+
+from sitegen.model import Series, Stats
 
 log = logging.getLogger(__name__)
 
@@ -34,39 +36,6 @@ try:
 except (ImportError, AttributeError):  # pragma: no cover - other tsdownsample versions
     _KERNEL = _MINMAX = None
 MINMAX_RATIO = 4  # tsdownsample's default
-
-
-@dataclass
-class Stats:
-    """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one
-    per line of every reused run (5,000 for 500 runs), and a frozen dataclass is made 7x slower."""
-
-    count: int
-    nan: int
-    posinf: int
-    neginf: int
-    first_step: int
-    first_value: float
-    last_step: int
-    last_value: float
-    min_step: int | None
-    min_value: float | None
-    max_step: int | None
-    max_value: float | None
-
-
-@dataclass(eq=False)
-class Series:
-    """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
-
-    step: np.ndarray
-    wall_time: np.ndarray
-    value: np.ndarray
-    stats: Stats
-    thinned: bool  # fewer points are drawn than the series has (after dedup)
-    #: for comparison lines: bit k set when the point is drawn at ``compare.LEVELS[k]`` points
-    #: (chosen once, in the worker, so a comparison page of thousands of lines thins none)
-    levels: np.ndarray | None = None
 
 
 def newest_per_step(step: np.ndarray) -> np.ndarray | None:

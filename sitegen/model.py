@@ -5,6 +5,10 @@ table with :data:`RUN_SCALARS_SCHEMA` so the later stages never care where a num
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
+import re
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,6 +345,69 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
     return out
 
 
+@dataclass
+class Stats:
+    """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one
+    per line of every reused run (5,000 for 500 runs), and a frozen dataclass is made 7x slower."""
+
+    count: int
+    nan: int
+    posinf: int
+    neginf: int
+    first_step: int
+    first_value: float
+    last_step: int
+    last_value: float
+    min_step: int | None
+    min_value: float | None
+    max_step: int | None
+    max_value: float | None
+
+
+@dataclass(eq=False)
+class Series:
+    """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
+
+    step: np.ndarray
+    wall_time: np.ndarray
+    value: np.ndarray
+    stats: Stats
+    thinned: bool  # fewer points are drawn than the series has (after dedup)
+    #: for comparison lines: bit k set when the point is drawn at ``compare.LEVELS[k]`` points
+    #: (chosen once, when the run is drawn)
+    levels: np.ndarray | None = None
+
+
+@dataclass
+class Environment:
+    items: dict[str, str] = field(default_factory=dict)
+    raw: list[tuple[str, str]] = field(default_factory=list)  # (source, text) that was not a map
+    fingerprint: list[tuple[str, str, str]] = field(default_factory=list)  # (field, key, value)
+    provenance: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False, repr=False)
+class RunDetails:
+    """What a run page shows beyond the run's data, read from its folder (environment, notes,
+    artifacts) and the full-resolution scalar table of its downloads."""
+
+    environment: Environment
+    notes: str | None
+    artifacts: list[Artifact]
+    scalars: pa.Table
+
+
+@dataclass(eq=False, repr=False)
+class Packed:
+    """A run's chart lines at one level of thinning (from the cache) as flat columns: line j is ``[bounds[j]:bounds[j + 1]]``."""
+
+    bounds: list[int]
+    step: np.ndarray
+    wall: np.ndarray
+    value: np.ndarray
+    thinned: list[bool]
+
+
 @dataclass(eq=False)
 class ChartLine:
     """One drawn line of a scalar chart: a tag of the run or of one of its sub-runs."""
@@ -367,4 +434,43 @@ class SiteRun:
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
 
 
-from sitegen.downsample import Series  # noqa: E402  (a value type used above; no cycle: downsample imports nothing of ours)
+
+
+def slug(name: str, kind: str = "") -> str:
+    """A safe, unique folder name for a run (``kind=""``) or a comparison group
+    (``kind="group"``): a readable ASCII part and a hash of the exact name. Raw names never
+    become paths, so ``..``, absolute paths, reserved names and collisions such as ``a/b`` vs
+    ``a_b`` cannot happen."""
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:48] or (kind or "run")
+    salted = f"{kind}:{name}" if kind else name
+    return f"{readable}-{hashlib.sha256(salted.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+
+
+# Tag names and hyperparameter values: how every stage reads and shows them.
+CONFIG_TAG = re.compile(r"(^|[/_.\- ])(hparams?|hyper_?params?|hyperparameters?|config|configuration|params|args|arguments|flags)($|[/_.\- ])", re.I)
+LOWER_IS_BETTER = re.compile(r"loss|error|perplexity|(?<![a-z])(err|ppl|wer|cer|mse|mae|rmse)(?![a-z])|损失|误差|错误|困惑度")
+
+def base_tag(tag: str) -> str:
+    return tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag
+
+
+def is_config_tag(tag: str) -> bool:
+    return bool(CONFIG_TAG.search(base_tag(tag)))
+
+
+@functools.lru_cache(maxsize=4096)
+def lower_is_better(tag: str) -> bool:
+    """(Remembered: a comparison page asks it for every line of every run, of a few tags.)"""
+    return bool(LOWER_IS_BETTER.search(tag.lower()))
+
+
+def text_value(v: HParamValue | None) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "+inf" if v > 0 else "-inf"
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+    return str(v)

@@ -12,11 +12,11 @@ from testpaths import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, ROOT  # noqa: F401  (re-
 
 @pytest.fixture(scope="session")
 def example_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
 
     out = tmp_path_factory.mktemp("example") / "site"
-    build(EXAMPLE, out, config=Config(title="Example runs"))
+    build(EXAMPLE, out, BuildOptions(config=Config(title="Example runs")))
     return out
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import sitegen
-from sitegen.pipeline.build import build, slugify
+from sitegen.model import slug as slugify
+from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
 from testpaths import EXAMPLE, ROOT
 
@@ -79,7 +80,7 @@ def test_every_format_has_a_run(runs):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("examples") / "site"
-    result = build(EXAMPLE, out, config=Config(), use_cache=False)
+    result = build(EXAMPLE, out, BuildOptions(config=Config(), use_cache=False))
     return out, result
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import marshal
 import os
 import zlib
 from pathlib import Path
@@ -23,9 +22,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from sitegen.errors import Problem
-from sitegen.publish import placement
-from sitegen.pipeline.readahead import advise
-from sitegen.resources import default_cache_dir  # noqa: F401  (its home: light enough for the command line)
+from sitegen.fileio import atomic_write, sha256_file
+from sitegen.resources import default_cache_dir
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData, SourceFile, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes, tag_groups
 
 log = logging.getLogger(__name__)
@@ -35,7 +33,6 @@ DECODER_VERSION = "2"
 #: hex digits of a key naming its folder: 16 folders per kind, not 256 (a fresh cache made
 #: 512 folders, each costing up to a millisecond; 10,000 runs are still only 625 files a folder)
 SHARD = 1
-_TOP_DIRS = ("files", "runs")  # the cache's bulk, each folder in a block group of its own (placement)
 _ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
 
 _F64 = pa.list_(pa.float64())
@@ -52,7 +49,6 @@ _SCHEMAS = {
 #: coarser one, as u64), each line's point count (u32), the points (their columns side by
 #: side, coarsest level first), the JSON document
 _SUMMARY_MAGIC = b"SGSUM04\n"
-_PACK_MAGIC = b"SGPAK02\n"  # a build's run summaries (Store.put_pack): magic, CRC-32, marshal data
 _PIECES_MAGIC = b"SGPCS03\n"  # the head of a piece of a comparison page (Store.put_pieces)
 #: the points columns of a run summary, in file order, with the types they are read back as;
 #: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
@@ -140,9 +136,7 @@ class Store:
                 continue
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-                tmp.write_bytes(data)
-                os.replace(tmp, path)
+                atomic_write(path, data)
             except OSError as exc:
                 log.warning("cannot cache %s in %s: %s", name, root, exc)
         return data
@@ -150,8 +144,6 @@ class Store:
     def sha256(self, path: Path, limit: int) -> tuple[str, int]:
         """SHA-256 of the first ``limit`` bytes of a log file, remembered per (path, size, mtime):
         hashing a large archive on every nightly build would cost more than the build itself."""
-        from sitegen.publish.manifest import sha256_file
-
         if self.root is None:
             return sha256_file(path, limit)
         st = path.stat()
@@ -244,14 +236,6 @@ class Store:
         ahead (it may not exist)."""
         return None if self.root is None else str(self._entry_path(path))
 
-    def read_ahead(self, keys: list[str]) -> None:
-        """Ask the kernel to read these runs' summaries now, all at once: a nightly rebuild
-        reuses hundreds that left the page cache since the night before, and read one after
-        another from a cloud disk, 500 took 4 s (see :mod:`sitegen.pipeline.readahead`)."""
-        if self.root is not None:
-            for key in keys:
-                advise(self._summary_path(key))
-
     def get_summary(self, key: str) -> dict | None:
         """A run's summary (its points stay on disk: :meth:`get_points`)."""
         got = self._summary_read(key, None, doc=True)
@@ -259,38 +243,6 @@ class Store:
             return None if got is None else json.loads(got)
         except ValueError:
             return None
-
-    def get_pack(self, name: str) -> dict[str, bytes]:
-        """The run summaries a build packed (:meth:`put_pack`), by key, each in :mod:`marshal`'s
-        format; empty when there is no pack or it is damaged."""
-        if self.root is None:
-            return {}
-        try:
-            data = Path(self.root, "packs", name).read_bytes()
-            at = len(_PACK_MAGIC) + 4
-            if not data.startswith(_PACK_MAGIC) or zlib.crc32(memoryview(data)[at:]) != int.from_bytes(data[at - 4 : at], "little"):
-                return {}
-            docs = marshal.loads(memoryview(data)[at:])
-            return docs if type(docs) is dict else {}
-        except (OSError, ValueError, TypeError, EOFError):
-            return {}
-
-    def put_pack(self, name: str, docs: dict[str, bytes]) -> None:
-        """Keep the summaries of a build's runs (``{key: summary in marshal's format}``) in one
-        file for the next build of the same site (:meth:`get_pack`): a rebuild reuses hundreds
-        of runs, and opening and parsing their summaries one by one was a tenth of a rebuild
-        after a few logs grew. :mod:`marshal`'s format (plain data only: dicts, lists, strings
-        and numbers) reads 3x faster than the JSON, and a summary kept that way until the pack
-        is written takes a tenth of its memory as objects (2,000 runs: 40 MB); behind a CRC-32,
-        as this cache's other files, so that a damaged pack is never read."""
-        if self.root is None:
-            return
-        try:
-            body = marshal.dumps(docs)
-            self._ready()
-            _put(Path(self.root, "packs", name), [_PACK_MAGIC, zlib.crc32(body).to_bytes(4, "little"), body])
-        except (OSError, ValueError) as exc:
-            log.warning("cannot pack the run summaries for %s: %s", name, exc)
 
     def get_points(self, key: str, level: int | None = None) -> dict[str, np.ndarray] | None:
         """The points of a run's summary as numpy columns (narrow types as they are kept: they
@@ -349,14 +301,9 @@ class Store:
             log.warning("cannot keep the pieces of comparison page %s: %s", slug, exc)
 
     def _ready(self) -> None:
-        """The cache folder exists, marked so that the folders made in it start block groups of
-        their own (:mod:`sitegen.publish.placement`): once per process."""
+        """The cache folder exists (made once per process)."""
         assert self.root is not None
-        if self.root not in _made_dirs:
-            _make_dir(self.root)
-            placement.spread_below(self.root)
-            for name in _TOP_DIRS:
-                placement.make_dir(self.root / name)
+        _make_dir(self.root)
 
     def _summary_path(self, key: str) -> str:
         assert self.root is not None
@@ -550,21 +497,14 @@ def _make_dir(path: Path) -> None:
 
 
 def _put(path: Path, chunks: list) -> None:
-    """Write ``path`` atomically (a temporary file renamed over it), its folder made as needed
-    (and made again if it vanished since this process last made it)."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    """Write ``path`` atomically, its folder made as needed (and made again if it vanished
+    since this process last made it)."""
     for attempt in (0, 1):
         _make_dir(path.parent)
         try:
-            with open(tmp, "wb") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-            os.replace(tmp, path)
+            atomic_write(path, chunks)
             return
         except FileNotFoundError:
             _made_dirs.discard(path.parent)
             if attempt:
                 raise
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise

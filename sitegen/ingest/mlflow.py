@@ -32,7 +32,6 @@ the only one); otherwise it is reported as ``truncated`` and left out.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
@@ -43,7 +42,10 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pyarrow as pa
 
-from sitegen.errors import Problem, read_regular, scalar_problems
+from sitegen.errors import Problem
+from sitegen.ingest.checks import scalar_problems
+from sitegen.ingest.files import read_regular
+from sitegen.fileio import sha256_file
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
 log = logging.getLogger(__name__)
@@ -638,11 +640,7 @@ def _artifacts(run_dir: Path, problems: list[Problem]) -> list[Artifact]:
             size = st.st_size
             digest = ""
             if size <= MAX_HASH_BYTES:
-                h = hashlib.sha256()
-                with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                digest = h.hexdigest()
+                digest = sha256_file(path)[0]
         except OSError as exc:
             problems.append(Problem(str(path), None, "unreadable", f"cannot read artifact: {exc.strerror or exc}"))
             continue

@@ -51,7 +51,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from sitegen.errors import Problem, read_regular, scalar_problems
+from sitegen.errors import Problem
+from sitegen.ingest.checks import scalar_problems
+from sitegen.ingest.files import read_regular
 from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile, empty_table
 
 FORMAT = "tabular"

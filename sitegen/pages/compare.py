@@ -23,8 +23,9 @@ import numpy as np
 from sitegen.pages.charts import Plain, json_text, numbers
 from sitegen.downsample import downsample
 from sitegen.downsample import level_bits as downsample_levels
-from sitegen.prepare.hparams import Table, comparison_table, lower_is_better, text_value
-from sitegen.model import HParamValue, SiteRun
+from sitegen.model import lower_is_better, text_value
+from sitegen.pages.hptable import Table, comparison_table
+from sitegen.model import HParamValue, Packed, SiteRun, slug
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,7 @@ class Group:
 
 
 def group_slug(key: tuple[str, ...]) -> str:
-    if not key:
-        return "all"
-    name = "/".join(key)
-    readable = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:48] or "group"
-    return f"{readable}-{hashlib.sha256(('group:' + name).encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return slug("/".join(key), "group") if key else "all"
 
 
 def groups(runs: list[SiteRun]) -> list[Group]:
@@ -110,17 +107,6 @@ def _line(ln, n_out: int, start: float) -> tuple[np.ndarray, np.ndarray, np.ndar
         t = downsample(step, wall, value, n_out)
         step, wall, value, thinned = t.step, t.wall_time, t.value, True
     return step, wall - start, value, thinned
-
-
-@dataclass(eq=False, repr=False)
-class Packed:
-    """A run's lines at one level as flat columns: line j is ``[bounds[j]:bounds[j + 1]]``."""
-
-    bounds: list[int]
-    step: np.ndarray
-    wall: np.ndarray
-    value: np.ndarray
-    thinned: list[bool]
 
 
 def _level(n_out: int) -> int:

@@ -12,12 +12,17 @@ import jinja2
 from markupsafe import Markup, escape
 
 from sitegen.pages import charts
-from sitegen.prepare import envinfo
+from sitegen.pages import downloads
 from sitegen.config import Config
 from sitegen.errors import Problem
-from sitegen.prepare.hparams import is_config_tag
-from sitegen.model import HParamValue, SiteRun
-from sitegen.pages.render import RESOURCE_PREFIXES, Assets, LazyMarkdown, fmt_value, js_data, json_text, render_page
+from sitegen.model import is_config_tag
+from sitegen.model import HParamValue, RunDetails, SiteRun
+from sitegen.pages import compare
+from sitegen.pages.assets import Assets
+from sitegen.pages.charts import json_text
+from sitegen.pages.environment import (
+    RESOURCE_PREFIXES, LazyMarkdown, common_context, fmt_value, js_data, page_context, render_page,
+)
 
 log = logging.getLogger(__name__)
 RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
@@ -68,17 +73,9 @@ def _stats_rows(lines: list, t) -> Markup:
     return Markup("".join(out))
 
 
-def _sub_label(run: SiteRun, sub) -> str:
-    try:
-        return PurePosixPath(sub.name).relative_to(run.name).as_posix()
-    except ValueError:
-        return sub.name
-
-
-def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: dict[str, HParamValue], assets: Assets,
-             common: dict, problems: list[Problem], config: Config, group_href: dict[str, str],
-             other_dirs: frozenset = frozenset()) -> dict[str, bytes]:
-    """``other_dirs``: folders of every run of the site, never listed as this run's artifacts."""
+def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, details: RunDetails, hparams: dict[str, HParamValue],
+             assets: Assets, common: dict, problems: list[Problem], config: Config, group_href: dict[str, str]) -> dict[str, bytes]:
+    """One run's page and its files (``details``: :func:`sitegen.prepare.envinfo.details`)."""
     prefix = f"runs/{run.slug}/"
     t = env.globals["t"]
     files: dict[str, bytes] = {}
@@ -140,17 +137,13 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: d
         "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
     }
     # downloads: every scalar record of the run and its sub-runs, no thinning
-    table = envinfo.scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs])
-    downloads = []
+    table = details.scalars
+    download_list = []
     if table.num_rows:  # the CSV is written by the page script from scalars.js, on demand
-        files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", envinfo.csv_columns(table))
-        files[prefix + "scalars.parquet"] = blob = envinfo.to_parquet(table)
-        downloads = [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
-    directory = run.directory
-    sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
-    env_info = envinfo.environment(data, directory)
-    notes = envinfo.notes(directory)
-    artifacts = envinfo.artifacts(data, directory, sub_dirs, other_dirs)
+        files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", downloads.csv_columns(table))
+        files[prefix + "scalars.parquet"] = blob = downloads.to_parquet(table)
+        download_list = [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
+    env_info, notes, artifacts = details.environment, details.notes, details.artifacts
     paths = {str(f.path) for d in data for f in d.files}
     run_problems = [p for p in problems if p.path in paths] + extra
     metric_values = {}
@@ -168,8 +161,16 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, hparams: d
         texts=sorted((k, v) for k, v in texts.items()), metric_values=metric_values, problems=run_problems,
         files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
         config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
-        notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=downloads,
+        notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=download_list,
         compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
     )
     return files
 
+
+def run_files(run: SiteRun, details: RunDetails, hp: dict[str, HParamValue], config: Config, urls: dict[str, str],
+              problems: list[Problem]) -> dict[str, bytes]:
+    """One run's page, media and downloads (a pure function: runs in workers)."""
+    env, md = page_context(config.language)
+    group_href = {"/".join(run.parts[:i]): f"compare/{compare.group_slug(tuple(run.parts[:i]))}/index.html"
+                  for i in range(0, len(run.parts))}
+    return run_page(env, md, run, details, hp, Assets({}, urls), common_context(config), problems, config, group_href)

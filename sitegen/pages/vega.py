@@ -1,7 +1,7 @@
 """The one vendored Vega script, made with vl-convert at build time.
 
 ``vl_convert.javascript_bundle()`` takes seconds and is byte-identical across calls, so the
-store keeps it per vl-convert version. Its minified top-level names would leak into the page's
+cache keeps it per vl-convert version. Its minified top-level names would leak into the page's
 global scope (a page function named ``L`` broke it), so it is wrapped in an IIFE; its
 ``window.vegaEmbed = ...`` exports still work.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from sitegen.pipeline.stamp import package_stamp
-from sitegen.cache.store import Store
+from sitegen.resources import package_stamp
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +23,9 @@ def _make() -> bytes:
     return ("(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n").encode("utf-8")
 
 
-def bundle(store: Store | None = None) -> bytes:
+def bundle(memo: Callable[[str, Callable[[], bytes]], bytes] = lambda name, make: make()) -> bytes:
     """The IIFE-wrapped Vega + Vega-Lite + vega-embed bundle, kept under a name that changes
     with the installed vl-convert (its package file's path, size, time and inode, read without
-    importing it)."""
-    store = store or Store(None)
+    importing it); ``memo`` keeps it between builds."""
     installed = hashlib.sha256(package_stamp("vl_convert").encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return store.blob(f"vega-bundle-{installed}.js", _make)
+    return memo(f"vega-bundle-{installed}.js", _make)

@@ -1,88 +1,200 @@
-"""Where the per-run work runs: here (worker processes of this machine) or on a Dask cluster.
+"""Where per-run work runs: here (:class:`Serial`), in worker processes of this machine
+(:class:`LocalPool`) or on a Dask cluster (:class:`Dask`).
 
-:func:`map_jobs` applies :func:`sitegen.pipeline.build.process` to every :class:`~sitegen.pipeline.build.Job` and
-yields the results **in job order**, whatever executor ran them, so the site is byte-identical
-whichever one built it. ``process`` is a pure function of its job (plus the decode cache, which
-only ever speeds it up), so running a job twice — a retry, or a worker lost mid-build whose
-results are recomputed — changes nothing.
-
-* ``"local"``: in this process for small inputs, else in ``spawn``\\ ed worker processes
-  (forking after vl-convert has started hangs).
-* ``"dask"``: on ``dask.distributed.Client(scheduler)``, or on a ``LocalCluster`` started for the
-  build when ``scheduler`` is None. Jobs go out in chunks, at most a few chunks per worker in
-  flight (results are whole run pages: memory stays bounded on both sides), each with
-  ``retries=2``. A worker that dies takes its running and finished-but-not-gathered chunks with
-  it; the scheduler runs them again elsewhere because this client still holds their futures.
-  Every worker must see the archive and the decode cache (``job.cache``) at the same paths as
-  this machine (a shared file system), and have the same sitegen version installed.
+An executor is handed the function to run and knows nothing of the build. ``map(fn, items)``
+yields ``fn(item)`` for every item **in item order**, whichever executor runs it, so the site is
+byte-identical whichever one built it. The functions the build passes are pure functions of
+their items (plus the decode cache, which only ever speeds them up), so running one twice — a
+retry, or a lost worker's item recomputed — changes nothing. An executor is a context manager:
+the workers it started are stopped when the ``with`` block ends (the build enters it).
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import itertools
+import gc
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, Iterator
+import sys
+from concurrent.futures import Executor
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
 
 from sitegen.errors import UsageError
 
-if TYPE_CHECKING:  # build imports this module: no import of build at module level
-    from concurrent.futures import ProcessPoolExecutor
-
-    from sitegen.pipeline.build import Job, RunResult
-
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("local", "dask")
-#: Log bytes below which a local build runs in one process: starting workers would cost more
-PARALLEL_MIN_BYTES = 64 << 20
-#: Jobs per Dask task at most: small enough that a lost worker costs little, large enough
-#: that 2,000 tiny runs do not drown the scheduler in task overhead.
-DASK_CHUNK_MAX = 16
-#: Chunks in flight per worker: enough to keep each worker busy while results travel back.
-DASK_INFLIGHT_PER_WORKER = 3
-#: Local chunks: at most this many runs each, at most this many chunks in flight per worker.
-LOCAL_CHUNK_MAX = 4
-LOCAL_INFLIGHT_PER_WORKER = 3
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-def _process_many(jobs: list[Job], fn: Callable[[Job], RunResult] | None = None) -> list[RunResult]:
-    if fn is None:
-        from sitegen.pipeline.build import process as fn
-    return [fn(j) for j in jobs]
+class Serial:
+    """Everything in this process, one item after another."""
+
+    workers = 1
+
+    def __enter__(self) -> Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        return map(fn, items)
 
 
-def _chunks(jobs: list, n: int) -> list[list]:
-    """``jobs`` cut into ``n`` contiguous, nearly equal chunks (order kept)."""
-    n = max(1, min(n, len(jobs)))
-    return [jobs[i * len(jobs) // n : (i + 1) * len(jobs) // n] for i in range(n)]
+class LocalPool:
+    """``workers`` spawned processes of this machine (0: one per core), started on the first
+    :meth:`map` and kept for the build's next ones. Items go out in small chunks, a bounded
+    number in flight: a result may hold a whole run's page, so finished results must not pile up."""
+
+    CHUNK_MAX = 4  # items per chunk at most
+    IN_FLIGHT_PER_WORKER = 3  # chunks in flight per worker
+
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: Executor | None = None
+
+    def __enter__(self) -> LocalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _started(self) -> Executor:
+        if self._pool is None:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            # spawn, not fork: forking after vl-convert has started hangs
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=tune_process)
+        return self._pool
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """Submits the first chunks at once (so the caller can work meanwhile), yields in order."""
+        items = list(items)
+        if not items:
+            return iter(())
+        n = max(self.workers * 8, len(items) // self.CHUNK_MAX + 1)
+        chunks = _chunks(items, n)
+        return _in_order(self._started(), functools.partial(_apply_all, fn), chunks,
+                         self.workers * self.IN_FLIGHT_PER_WORKER)
 
 
-def map_jobs(
-    jobs: list[Job], *, executor: str = "local", scheduler: str | None = None, workers: int = 0,
-    fn: Callable[[Job], RunResult] | None = None, pool: ProcessPoolExecutor | None = None,
-) -> Iterator[RunResult]:
-    """``process(job)`` for every job, yielded in job order.
+class Dask:
+    """A Dask cluster: ``Client(scheduler)``, or a ``LocalCluster`` of ``workers`` processes
+    (0: one per core) started for the build when ``scheduler`` is None. Every worker must see the
+    archive and the decode cache at the same paths as this machine and have the same sitegen
+    installed. Chunks are retried twice; a worker that dies has its chunks run elsewhere."""
 
-    ``workers``: local worker processes (0: one per core; 1: in this process), or the size of
-    the ``LocalCluster`` started when ``executor="dask"`` and ``scheduler`` is None (0: one per
-    core). ``scheduler``: a Dask scheduler address (``tcp://host:8786``); only with
-    ``executor="dask"``. ``fn`` replaces :func:`sitegen.pipeline.build.process` (tests); it must be
-    importable by the workers. ``pool``: a :func:`local_pool` to run on (else one is started).
-    """
-    if executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
-    if scheduler is not None and executor != "dask":
+    CHUNK_MAX = 16  # small enough that a lost worker costs little, large enough for tiny runs
+    IN_FLIGHT_PER_WORKER = 3
+
+    def __init__(self, scheduler: str | None = None, workers: int = 0) -> None:
+        self.scheduler, self.workers = scheduler, workers
+        self._client: Any = None
+        self._cluster: Any = None
+
+    def __enter__(self) -> Dask:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        self._client = self._cluster = None
+
+    def _started(self) -> Any:
+        if self._client is None:
+            try:
+                import distributed
+            except ImportError:  # pragma: no cover - depends on the environment
+                raise UsageError('the dask executor needs dask.distributed: pip install "sitegen[dask]"') from None
+            address = self.scheduler
+            if address is None:
+                # processes, one thread each: the decoders hold the GIL for part of their work
+                self._cluster = distributed.LocalCluster(n_workers=self.workers or os.cpu_count() or 1,
+                                                         threads_per_worker=1, processes=True, dashboard_address=None)
+                address = self._cluster.scheduler_address
+            self._client = distributed.Client(address, set_as_default=False)
+        return self._client
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        items = list(items)
+        if not items:
+            return iter(())
+        client = self._started()
+        try:
+            nworkers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        except TypeError:  # older distributed: no n_workers argument
+            nworkers = max(1, len(client.scheduler_info()["workers"]))
+        size = max(1, min(self.CHUNK_MAX, -(-len(items) // (nworkers * 4))))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        log.info("dask: %d items in %d chunks on %d workers", len(items), len(chunks), nworkers)
+
+        def submit(chunk: list) -> Any:
+            # pure=False: a fresh key per submission; retries: a task that raised runs again
+            return client.submit(_apply_all, fn, chunk, pure=False, retries=2)
+
+        return _in_order_futures(submit, chunks, max(2, nworkers * self.IN_FLIGHT_PER_WORKER))
+
+
+Executor = Union[Serial, LocalPool, Dask]
+
+
+def _apply_all(fn: Callable[[T], R], items: list[T]) -> list[R]:
+    return [fn(item) for item in items]
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    """``items`` cut into ``n`` contiguous, nearly equal chunks (order kept)."""
+    n = max(1, min(n, len(items)))
+    return [items[i * len(items) // n : (i + 1) * len(items) // n] for i in range(n)]
+
+
+def _in_order(pool: Executor, fn: Callable, chunks: list[list], window: int) -> Iterator:
+    return _in_order_futures(lambda chunk: pool.submit(fn, chunk), chunks, window)
+
+
+def _in_order_futures(submit: Callable[[list], Any], chunks: list[list], window: int) -> Iterator:
+    """Submits ``window`` chunks now and one more as each result is taken; yields every item's
+    result in order. Stopping early cancels what is still pending."""
+    pending: collections.deque = collections.deque(submit(c) for c in chunks[:window])
+    rest = iter(chunks[window:])
+
+    def results() -> Iterator:
+        try:
+            while pending:
+                future = pending.popleft()
+                got = future.result()
+                if hasattr(future, "release"):
+                    future.release()  # (dask: the worker may forget it now)
+                nxt = next(rest, None)
+                if nxt is not None:
+                    pending.append(submit(nxt))
+                yield from got
+        finally:
+            for future in pending:
+                future.cancel()
+
+    return results()
+
+
+def executor_for(kind: str, *, workers: int = 0, scheduler: str | None = None) -> Executor:
+    """The executor a command line or config names: ``"local"`` or ``"dask"``."""
+    if kind == "dask":
+        return Dask(scheduler, workers)
+    if kind != "local":
+        raise UsageError(f"unknown executor {kind!r}: expected local or dask")
+    if scheduler is not None:
         raise UsageError("a scheduler address needs the dask executor (--executor dask)")
-    if executor == "dask":
-        return _map_dask(list(jobs), scheduler, workers, fn)
-    return _map_local(list(jobs), workers or os.cpu_count() or 1, fn, pool)
+    return Serial() if workers == 1 else LocalPool(workers)
 
 
 class _NoPandas:
-    """An import finder that refuses pandas (see :func:`without_pandas`)."""
+    """An import finder that refuses pandas (see :func:`tune_process`)."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         if name == "pandas" or name.startswith("pandas."):
@@ -90,174 +202,13 @@ class _NoPandas:
         return None
 
 
-def without_pandas() -> None:
-    """Keep pandas out of a process that is sitegen's alone (the CLI, local workers): pyarrow
-    imports it, when installed, on its first conversion from Python objects, which costs
-    0.4-0.7 s per process and is never used. Not for library callers or Dask workers."""
-    import sys
-
-    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+def tune_process() -> None:
+    """Settings for a process that is sitegen's alone (the ``sitegen`` command, its workers),
+    never for a library caller's: pandas refused (pyarrow imports it, when installed, on its
+    first conversion from Python objects, 0.5 s per process, never used), one OpenBLAS thread
+    (sitegen multiplies no matrices; only effective before numpy loads) and fewer garbage
+    collections (a build makes many objects that live to its end, and next to no cycles)."""
+    if not any(isinstance(f, _NoPandas) for f in sys.meta_path) and "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
-
-
-def no_blas_threads() -> None:
-    """One OpenBLAS thread for this process and the workers it starts (they inherit the
-    environment): sitegen never multiplies matrices, yet numpy's OpenBLAS starts a thread per
-    core in every process, and they spin at start-up (1% of a 500-run build's CPU). Only before
-    numpy is imported; a setting the user made wins."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def keep_freed_memory() -> None:
-    """Let glibc keep freed memory for reuse instead of returning it to the system at once.
-
-    A run decodes into a few fresh megabyte-sized buffers; by default each comes from a new
-    ``mmap`` and goes back on free, so every run pays page faults on all of them again (on
-    virtual machines, the slowest part of decoding a small file). Bounded: at most
-    ``TRIM_BYTES`` of free memory is kept. Only for sitegen's own processes; a no-op off glibc."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, MMAP_BYTES)
-    mallopt(m_trim_threshold, TRIM_BYTES)
-
-
-MMAP_BYTES = 32 << 20  # allocations above this still get their own mapping
-TRIM_BYTES = 128 << 20
-
-
-def _init_worker() -> None:
-    """Import what drawing needs (a worker's first job would otherwise wait for it), not
-    ``pyarrow.compute`` (~40 ms), which drawing a TensorBoard run no longer needs; then leave
-    everything imported out of the garbage collector's full passes (:func:`gc.freeze`: they
-    walked those objects again and again, 1.3% of a cold build's CPU time)."""
-    import gc
-
-    without_pandas()
-    keep_freed_memory()
-    from sitegen.pipeline import build  # noqa: F401
-    from sitegen.pages import render, runpage
-
-    render.load_templates()
-    gc.freeze()
-
-
-def local_pool(workers: int) -> ProcessPoolExecutor:
-    """``workers`` spawned processes (forking after vl-convert has started hangs). A build keeps
-    one pool for the runs and then the comparison pages: starting a worker costs ~0.5 s."""
-    import multiprocessing as mp  # here: a rebuild that draws a few runs in this process never needs it
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
-
-
-def _map_local(jobs: list[Job], workers: int, fn: Callable | None,
-               pool: ProcessPoolExecutor | None = None) -> Iterator[RunResult]:
-    """Small chunks with a bounded number in flight: a result holds a run's whole page, so
-    letting finished chunks pile up would make memory grow with the archive."""
-    if workers <= 1 or len(jobs) < 2:
-        for j in jobs:
-            yield from _process_many([j], fn)
-        return
-    chunks = _chunks(jobs, max(workers * 8, len(jobs) // LOCAL_CHUNK_MAX + 1))
-    window = workers * LOCAL_INFLIGHT_PER_WORKER
-    with contextlib.nullcontext(pool) if pool is not None else local_pool(min(workers, len(chunks))) as pool:
-        for part in map_calls(pool, functools.partial(_process_many, fn=fn), chunks, window=window):
-            yield from part
-
-
-def _warm_up() -> None:
-    """Nothing: a task, so that the pool starts a worker (which runs :func:`_init_worker`)."""
-
-
-def warm(pool: ProcessPoolExecutor, workers: int) -> None:
-    """Start the pool's workers and their imports now, without waiting for them."""
-    for _ in range(workers):
-        pool.submit(_warm_up)
-
-
-def map_calls(pool: ProcessPoolExecutor, fn: Callable, items: Iterator, *, window: int,
-              before: Callable[[], object] | None = None) -> Iterator:
-    """``fn(item)`` for every item on ``pool``, at most ``window`` in flight (each item may be
-    large), results in item order; ``before()`` runs here once the first items are submitted."""
-    pending: collections.deque = collections.deque()
-    items = iter(items)
-    for item in itertools.islice(items, window):
-        pending.append(pool.submit(fn, item))
-    if before is not None:
-        before()
-    while pending:
-        result = pending.popleft().result()
-        nxt = next(items, None)
-        if nxt is not None:
-            pending.append(pool.submit(fn, nxt))
-        yield result
-
-
-def _dask():
-    try:
-        import distributed
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise UsageError('the dask executor needs dask.distributed: pip install "sitegen[dask]"') from None
-    return distributed
-
-
-def _map_dask(jobs: list[Job], scheduler: str | None, workers: int, fn: Callable | None) -> Iterator[RunResult]:
-    if not jobs:
-        return
-    distributed = _dask()
-    cluster = None
-    if scheduler is None:
-        n = workers or os.cpu_count() or 1
-        # processes, one thread each: the decoders hold the GIL for part of their work
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        scheduler = cluster.scheduler_address
-    try:
-        with distributed.Client(scheduler, set_as_default=False) as client:
-            yield from _gather_in_order(client, jobs, fn)
-    finally:
-        if cluster is not None:
-            cluster.close()
-
-
-def _worker_count(client) -> int:
-    try:
-        return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
-    except TypeError:  # older distributed: no n_workers argument
-        return max(1, len(client.scheduler_info()["workers"]))
-
-
-def _gather_in_order(client, jobs: list[Job], fn: Callable | None) -> Iterator[RunResult]:
-    """Submit chunks with at most ``workers * DASK_INFLIGHT_PER_WORKER`` outstanding, yield in order."""
-    nworkers = _worker_count(client)
-    size = max(1, min(DASK_CHUNK_MAX, -(-len(jobs) // (nworkers * 4))))
-    chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-    limit = max(2, nworkers * DASK_INFLIGHT_PER_WORKER)
-    log.info("dask: %d jobs in %d chunks on %d workers (%d in flight)", len(jobs), len(chunks), nworkers, limit)
-    pending: collections.deque = collections.deque()
-    todo = iter(chunks)
-
-    def refill() -> None:
-        while len(pending) < limit:
-            chunk = next(todo, None)
-            if chunk is None:
-                return
-            # pure=False: a fresh key per submission; retries: a task that raised runs again
-            # (a worker that died is handled by the scheduler itself: the task is rescheduled)
-            pending.append(client.submit(_process_many, chunk, fn, pure=False, retries=2))
-
-    refill()
-    try:
-        while pending:
-            future = pending.popleft()
-            results = future.result()
-            future.release()  # the worker may forget it now: memory follows the window
-            refill()
-            yield from results
-    finally:
-        for future in pending:  # the build stopped early (error, Ctrl-C): do not leave work behind
-            future.cancel()
+    gc.set_threshold(100_000, 50, 50)

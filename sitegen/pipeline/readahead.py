@@ -1,20 +1,13 @@
-"""Reading ahead: the kernel is told which files the build will read next.
+"""Reading ahead: the kernel is told which log files the build will read next.
 
-A nightly build reads an archive that has left the page cache since the night before. Read one
-file after another, a cloud disk answers at the pace of its latency: on our CI machine 482 MB of
-event files took 24 s to read cold, and 0.9 s when every file had first been announced with
-``posix_fadvise(WILLNEED)``, which lets the disk serve many requests at once.
-
-* :class:`ReadAhead`: the log files (and decode cache entries) of the runs to draw, in the order
-  they are drawn, at most ``window`` bytes beyond the runs already done, so a large archive does
-  not push its own first files out of memory before they are read;
-* :func:`advise`: one file (the store announces the summaries of the runs a rebuild reuses);
-* :func:`libraries`: the compiled libraries of numpy and pyarrow, before they are imported.
+A nightly build reads an archive that has left the page cache since the night before; read one
+file after another, a cloud disk answers at the pace of its latency. Announced ahead with
+``posix_fadvise(WILLNEED)``, the disk serves many requests at once (measured in
+``docs/performance.md``). At most ``window`` bytes are announced beyond the runs already drawn,
+so a large archive does not push its own first files out of memory before they are read.
 """
 from __future__ import annotations
 
-import glob
-import importlib.util
 import os
 import stat
 import threading
@@ -94,33 +87,3 @@ class ReadAhead:
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
-
-
-#: the compiled libraries a build loads, by package: (package, glob patterns in its folder or
-#: beside it); ~130 MB of the numpy and pyarrow wheels (pyarrow's Flight, S3, Substrait,
-#: Dataset and Acero libraries are never loaded, so they are left out)
-LIBRARIES = (
-    ("numpy", ("_core/*.so", "../numpy.libs/*.so*")),
-    ("pyarrow", ("lib.*.so", "_parquet*.so", "_fs*.so", "libarrow.so.*", "libarrow_python.so.*",
-                 "libarrow_compute.so.*", "libparquet.so.*")),
-)
-
-
-def libraries() -> int:
-    """Announce the compiled libraries the build is about to load (``LIBRARIES``), before
-    importing them, without importing them; the number of files announced. On a machine whose
-    page cache let them go (a nightly job on a long-running server), loading them page by page
-    took 1.2-7.7 s here, and 0.8-2.2 s announced first; when they are cached, this costs 5 ms."""
-    count = 0
-    for package, patterns in LIBRARIES:
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            continue
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        folder = list(spec.submodule_search_locations)[0]
-        for pattern in patterns:
-            for path in glob.glob(os.path.join(folder, pattern)):
-                count += advise(path) > 0
-    return count

@@ -1,5 +1,5 @@
-"""What a complete run page shows beyond charts: environment, provenance, notes, artifacts,
-and the full-resolution scalar downloads.
+"""What a complete run page shows beyond charts, read from the run and its folder: environment,
+provenance, notes, artifacts and the full-resolution scalar table of the downloads.
 
 Sources, in order: text summaries whose tag names the environment (``environment``, ``env``,
 ``system``), an ``env.json`` / ``environment.txt`` (or .yaml) file in the run folder, and MLflow
@@ -7,21 +7,19 @@ tags (``RunData.meta`` keys ``tag:...``). Every value is text from a log: templa
 """
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import logging
 import os
 import re
 import stat
-from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from sitegen.prepare.hparams import base_tag, parse_config, text_value
-from sitegen.model import Artifact, RunData, grouped_columns, numeric_array, tag_groups
+from sitegen.model import (
+    Artifact, Environment, RunData, RunDetails, SiteRun, base_tag, grouped_columns, numeric_array, tag_groups, text_value,
+)
+from sitegen.fileio import sha256_file
+from sitegen.prepare.hparams import parse_config
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +39,6 @@ FINGERPRINT = (
 MAX_HASH_BYTES = 256 * 1024 * 1024
 MAX_ARTIFACTS = 1000
 MAX_FILE_CHARS = 200_000
-
-
-@dataclass
-class Environment:
-    items: dict[str, str] = field(default_factory=dict)
-    raw: list[tuple[str, str]] = field(default_factory=list)  # (source, text) that was not a map
-    fingerprint: list[tuple[str, str, str]] = field(default_factory=list)  # (field, key, value)
-    provenance: dict[str, str] = field(default_factory=dict)
 
 
 def _read_text(path: Path) -> str | None:
@@ -124,14 +114,6 @@ def notes(directory: Path | None) -> str | None:
     return None
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _resolved(path: Path) -> Path:
     """``path.resolve()``, or the path itself for a symlink loop (reported by the scan)."""
     try:
@@ -186,7 +168,7 @@ def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path]
     out = []
     for rel, path, size in sorted(found):
         try:
-            out.append(Artifact(rel, size, _sha256(path) if size <= MAX_HASH_BYTES else ""))
+            out.append(Artifact(rel, size, sha256_file(path)[0] if size <= MAX_HASH_BYTES else ""))
         except OSError as exc:
             log.warning("%s: cannot read artifact: %s", path, exc)
     return out
@@ -225,40 +207,21 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
     })
 
 
-def csv_columns(table: pa.Table) -> dict:
-    """The download table as compact columns (``scalars.js``): the page script writes the CSV
-    from them when asked. Writing a CSV per run here cost more than decoding the run, and the
-    CSVs were most of the site's size; the script's CSV has every record, exactly."""
-    from sitegen.pages.charts import numbers, run_length, runs_of
-
-    def labels(col: str) -> dict:
-        enc = table.column(col).combine_chunks()
-        if not pa.types.is_dictionary(enc.type):
-            enc = enc.dictionary_encode()
-        codes = enc.indices.to_numpy(zero_copy_only=False)
-        starts, counts = runs_of(codes)
-        names = enc.dictionary.to_pylist()
-        return run_length([(names[c], n) for c, n in zip(codes[starts].tolist(), counts.tolist())])
-
-    return {
-        "series": labels("series"), "tag": labels("tag"), "step": numbers(table.column("step").to_numpy()),
-        "wall_time": numbers(table.column("wall_time").to_numpy()), "value": numbers(table.column("value").to_numpy()),
-    }
+def details(run: SiteRun, other_dirs: frozenset = frozenset()) -> RunDetails:
+    """Everything :func:`sitegen.pages.runpage.run_page` shows beyond the run's own data;
+    ``other_dirs``: folders of the site's other runs, never listed as this run's artifacts."""
+    data = [run.data, *run.sub_runs]
+    sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
+    return RunDetails(
+        environment=environment(data, run.directory),
+        notes=notes(run.directory),
+        artifacts=artifacts(data, run.directory, sub_dirs, other_dirs),
+        scalars=scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs]),
+    )
 
 
-def to_parquet(table: pa.Table) -> bytes:
-    """The Parquet download: dictionaries only for the text columns, no statistics (3x faster
-    to write than the defaults here, and smaller: numbers rarely repeat, and statistics of one
-    file help nobody), steps delta-coded and floats byte-stream-split before zstd (Parquet 2.8
-    encodings, read by pyarrow, DuckDB, polars and Spark 3.2+): another 2x faster, and 30% smaller."""
-    buf = io.BytesIO()
-    strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
-    encodings = {f.name: "DELTA_BINARY_PACKED" if pa.types.is_integer(f.type) else "BYTE_STREAM_SPLIT"
-                 for f in table.schema if f.name not in strings and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))}
-    pq.write_table(table, buf, compression="zstd", use_dictionary=strings, write_statistics=False, column_encoding=encodings)
-    return buf.getvalue()
-
-
-def env_json(env: Environment) -> str:
-    return json.dumps(env.items, ensure_ascii=False, sort_keys=True, indent=1)
-
+def _sub_label(run: SiteRun, sub) -> str:
+    try:
+        return PurePosixPath(sub.name).relative_to(run.name).as_posix()
+    except ValueError:
+        return sub.name

@@ -1,4 +1,4 @@
-"""Hyperparameters of a run, and the comparison table of a group of runs.
+"""Hyperparameters of a run.
 
 Hyperparameters come from the reader (``RunData.hparams``: the hparams plugin, VisualDL or
 MLflow params) and from a text summary holding a JSON or YAML config, a common habit:
@@ -9,35 +9,17 @@ text): no tags, anchors or object construction, so a hostile text can only fail 
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from sitegen.model import HParamValue, RunData
+from sitegen.model import HParamValue, RunData, base_tag, is_config_tag
 
 log = logging.getLogger(__name__)
 
-CONFIG_TAG = re.compile(r"(^|[/_.\- ])(hparams?|hyper_?params?|hyperparameters?|config|configuration|params|args|arguments|flags)($|[/_.\- ])", re.I)
-LOWER_IS_BETTER = re.compile(r"loss|error|perplexity|(?<![a-z])(err|ppl|wer|cer|mse|mae|rmse)(?![a-z])|损失|误差|错误|困惑度")
 MAX_KEYS = 500
-
-
-def base_tag(tag: str) -> str:
-    return tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag
-
-
-def is_config_tag(tag: str) -> bool:
-    return bool(CONFIG_TAG.search(base_tag(tag)))
-
-
-@functools.lru_cache(maxsize=4096)
-def lower_is_better(tag: str) -> bool:
-    """(Remembered: a comparison page asks it for every line of every run, of a few tags.)"""
-    return bool(LOWER_IS_BETTER.search(tag.lower()))
 
 
 def _scalar(v: Any) -> HParamValue:
@@ -159,64 +141,3 @@ def run_hparams(datas: list[RunData]) -> dict[str, HParamValue]:
     for d in datas:
         out.update(d.hparams)
     return out
-
-
-def text_value(v: HParamValue | None) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        if math.isinf(v):
-            return "+inf" if v > 0 else "-inf"
-        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
-    return str(v)
-
-
-@dataclass
-class Column:
-    key: str
-    kind: str  # "hparam" or "final" or "best"
-    tag: str = ""  # the metric of a final/best column
-    lower: bool = False
-    numeric: bool = True
-    best: float | None = None
-
-
-@dataclass
-class Table:
-    columns: list[Column]
-    rows: list[list[Any]]  # one list of values per run, aligned with columns
-    same: list[tuple[str, str]] = field(default_factory=list)  # (key, value) equal in every run
-
-
-def comparison_table(hps: list[dict[str, HParamValue]], finals: list[dict[str, float]], bests: list[dict[str, float]], metrics: list[str]) -> Table:
-    """Runs x (varying hparams + final and best value of each metric); constant hparams apart."""
-    keys = sorted({k for h in hps for k in h}, key=str)
-    columns: list[Column] = []
-    same: list[tuple[str, str]] = []
-    for k in keys:
-        values = [h.get(k) for h in hps]
-        texts = {text_value(v) if k in h else "\x00missing" for h, v in zip(hps, values)}
-        if len(texts) == 1 and len(hps) > 1:
-            same.append((k, text_value(values[0])))
-            continue
-        numeric = all(isinstance(v, float) for v in values if v is not None)
-        columns.append(Column(k, "hparam", numeric=numeric))
-    for m in metrics:
-        lower = lower_is_better(m)
-        columns.append(Column(m, "final", m, lower))
-        columns.append(Column(m, "best", m, lower))
-    rows: list[list[Any]] = []
-    for h, fin, bst in zip(hps, finals, bests):
-        row: list[Any] = []
-        for c in columns:
-            row.append(h.get(c.key) if c.kind == "hparam" else (fin if c.kind == "final" else bst).get(c.tag))
-        rows.append(row)
-    for i, c in enumerate(columns):
-        if c.kind == "hparam":
-            continue
-        vals = [r[i] for r in rows if isinstance(r[i], float) and math.isfinite(r[i])]
-        if vals and len(rows) > 1:
-            c.best = min(vals) if c.lower else max(vals)
-    return Table(columns, rows, same)

@@ -19,27 +19,14 @@ from typing import Any, Callable, Iterable
 
 from sitegen import __version__
 from sitegen.errors import SitegenError
+from sitegen.fileio import sha256_file
 from sitegen.model import SourceFile
-from sitegen.pipeline.stamp import read_manifest
+from sitegen.publish.live import read_manifest
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 FORMAT = 1
 _CHUNK = 1 << 20
-
-
-def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
-    """SHA-256 and length of the first ``limit`` bytes of ``path`` (all of it when None)."""
-    h = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as f:
-        while limit is None or n < limit:
-            chunk = f.read(_CHUNK if limit is None else min(_CHUNK, limit - n))
-            if not chunk:
-                break
-            h.update(chunk)
-            n += len(chunk)
-    return h.hexdigest(), n
 
 
 def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
@@ -120,7 +107,7 @@ def dump(doc: dict[str, Any]) -> bytes:
 
 
 def read_live(build: Path) -> dict[str, Any]:
-    """A build's manifest as parsed JSON (once per process, see :func:`sitegen.pipeline.stamp.read_manifest`).
+    """A build's manifest as parsed JSON (once per process, see :func:`sitegen.publish.live.read_manifest`).
     Raises OSError/ValueError."""
     return read_manifest(build)
 

@@ -34,21 +34,17 @@ import re
 import secrets
 import shutil
 import stat
-import subprocess
-import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
-from sitegen.publish import placement
 from sitegen.errors import SitegenError, UsageError
+from sitegen.publish.live import BUILD_NAME, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
 GZIP_MIN_BYTES = 1024
-LINK_CHUNK = 2000  # paths per `cp -l` command line
-BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
 STAGING_NAME = re.compile(r"^\.staging-(\d+)-[0-9a-f]+$")
 TRASH_NAME = re.compile(r"^\.trash-(\d+)-.+$")
 
@@ -82,9 +78,7 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
     if previous is None:
         return {}
     try:
-        from sitegen.publish.manifest import read_live  # here: manifest imports the data model (pyarrow)
-
-        data = read_live(previous)
+        data = read_manifest(previous)
         return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
                 if isinstance(e, dict) and "sha256" in e}
     except (OSError, ValueError, TypeError, AttributeError):
@@ -112,30 +106,6 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def builds_dir(out: Path) -> Path:
-    """Where the builds behind ``out`` live: a hidden sibling, outside the served tree."""
-    return out.parent / f".{out.name}.builds"
-
-
-def list_builds(out: Path) -> list[Path]:
-    """The finished builds behind ``out``, oldest first."""
-    folder = builds_dir(Path(out))
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if BUILD_NAME.match(p.name) and p.is_dir() and not p.is_symlink()]
-    return sorted(found, key=lambda p: (int(BUILD_NAME.match(p.name).group(1)), p.name))
-
-
-def live_build(out: Path) -> Path | None:
-    """The build ``out`` points at, or None when ``out`` is not a symlink to a folder of its
-    builds folder (a dangling one, whose builds were removed, is none)."""
-    out = Path(out)
-    if not out.is_symlink():
-        return None
-    target = (out.parent / os.readlink(out)).resolve()
-    return target if target.parent == builds_dir(out).resolve() and target.is_dir() else None
 
 
 def _looks_like_site(path: Path) -> bool:
@@ -344,16 +314,6 @@ class Writer:
                     _unlink(self._root + checked_relpath(r))
 
 
-def checked_relpath(rel: str) -> str:
-    """``rel`` when it is a plain relative path (no absolute, empty, ``.`` or ``..`` part, no
-    backslash or NUL), else :class:`SitegenError`: nothing is ever written outside the site."""
-    # (string tests for "", "." and ".." parts, not a split: a rebuild checks thousands of paths)
-    if (not rel or rel[0] == "/" or rel[-1] == "/" or "\\" in rel or "\x00" in rel or "//" in rel or rel in (".", "..")
-            or rel.startswith(("./", "../")) or rel.endswith(("/.", "/..")) or "/./" in rel or "/../" in rel):
-        raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
-    return rel
-
-
 def _linked_size(path: str, size: int) -> int | None:
     """The size of the regular file ``path`` when it is ``size`` (any size when the manifest
     gave none: -1), else None."""
@@ -377,11 +337,9 @@ class Staging(Writer):
     block by an exception removes it.
 
     ``durable``: the new build is written to storage (``sync``) before it goes live, so that it
-    survives a power cut. Off by default: it waits for the disk, which on the 500-run benchmark
-    added 0.2-1 s (up to 5 s when the disk was busy) to a 5-6 s build, and a build that is
-    killed or fails never goes live either way. A live build that a power cut left damaged is
-    not trusted: its files are linked into the next build only when their sizes match its
-    manifest (:meth:`Writer._link`), so the next build draws the rest again.
+    survives a power cut; off by default, since it waits for the disk. Without it, a live build
+    that a power cut left damaged is not trusted: its files are linked into the next build only
+    when their sizes match its manifest (:meth:`Writer._link`), and the rest is drawn again.
     """
 
     def __init__(self, out: Path, *, keep: int = 3, durable: bool = False) -> None:
@@ -395,19 +353,15 @@ class Staging(Writer):
         self.out, self.keep, self.durable = out, keep, durable
         self.folder = builds_dir(out)
         self.folder.mkdir(exist_ok=True)
-        placement.spread_below(self.folder)  # each build starts its own block group (see placement)
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         root.mkdir()
         previous = live_build(out)
         super().__init__(root, previous, _previous_hashes(previous))
-        self._trash: list | None = None  # background removals started by retire_old
-        self._syncing: threading.Thread | None = None  # see flush_early
 
     def __enter__(self) -> "Staging":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._wait_trash()
         if exc_type is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -421,42 +375,17 @@ class Staging(Writer):
                 self._by_prefix.setdefault(f"{head}/{sub}/", {})[rel] = entry
         return self._by_prefix.get(prefix, {})
 
-    def link_many(self, rels: list[str]) -> "Callable[[], set[str]]":
-        """Start hard-linking ``rels`` (files of the live build, listed in its manifest) in the
-        background with ``cp -l`` (thousands of links cost a rebuild more in Python than all
-        the rest of reusing its unchanged runs); returns ``wait()``, which finishes the job and
-        returns the paths that could not be linked. Where ``cp`` cannot, links one by one.
-
-        The ``cp`` processes are started at once and this process holds no thread for them (a
-        thread would keep the comparison pages' forked helper from forking: see
-        :mod:`sitegen.pipeline.forks`)."""
-        rels = [r for r in rels if r in self.old and r not in self.hashes]
-        for r in rels:
-            checked_relpath(r)
-        chunks = [rels[i : i + LINK_CHUNK] for i in range(0, len(rels), LINK_CHUNK)] if self._previous else []
-        procs: list[subprocess.Popen | None] = []
-        for chunk in chunks:
-            try:
-                procs.append(subprocess.Popen(["cp", "-l", "--parents", "-t", str(self.root), "--", *chunk],
-                                              cwd=self._previous, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL))
-            except OSError:
-                procs.append(None)
-
-        def wait() -> set[str]:
-            failed = [proc is None or proc.wait() != 0 for proc in procs]
-            missing = set()
-            for r in rels:
-                digest, size = self.old[r]
-                got = _linked_size(self._root + r, size)
-                if got is not None:
-                    self.hashes[r] = (digest, got)
-                elif not (any(failed) and self._link(r, self._root + r)):
-                    _unlink(self._root + r)
-                    missing.add(r)
-            return missing
-
-        return wait
+    def link_many(self, rels: list[str]) -> set[str]:
+        """Hard-link ``rels`` (files of the live build, with their twins) into this build; the
+        paths that could not be linked (the live build lost them, or a power cut left them
+        empty), which the caller draws again."""
+        missing, named = set(), set(rels)
+        for rel in rels:
+            if rel.endswith(".gz") and rel[:-3] in named:
+                continue  # (linked with its file)
+            if rel not in self.hashes and not self.link_previous(rel):
+                missing.add(rel)
+        return missing
 
     def adopt(self, hashes: dict[str, tuple[str, int]]) -> None:
         """Files a worker wrote into this build (each path at most once)."""
@@ -466,51 +395,9 @@ class Staging(Writer):
             checked_relpath(rel)
         self.hashes.update(hashes)
 
-    def retire_old(self) -> None:
-        """Start removing, in a background ``rm`` process, the builds that :meth:`commit` would
-        prune anyway (counting this one; never the live one) and leftovers of killed builds.
-        Called once the bulk of a build is done: the removal then overlaps its last stage
-        instead of adding to it (a build that fails after this keeps one rollback fewer)."""
-        if self._trash is not None:
-            return
-        with _locked(self.folder):
-            doomed = _obsolete(self.out, self.keep - 1)
-            moved = []
-            for p in doomed:
-                target = self.folder / f".trash-{os.getpid()}-{p.name}"
-                try:
-                    os.rename(p, target)
-                    moved.append(str(target))
-                except OSError:
-                    pass
-        self._trash = []
-        if moved:
-            try:
-                # at the lowest priority, so it runs while the build waits, not instead of it
-                # (`nice`, not preexec_fn: that is unsafe while the worker pool's threads run)
-                nice = ["nice", "-n", "19"] if shutil.which("nice") else []
-                self._trash = [subprocess.Popen([*nice, "rm", "-rf", "--", *moved], stdin=subprocess.DEVNULL,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-            except OSError:  # no rm: commit removes them
-                pass
-
-    def flush_early(self) -> None:
-        """A durable build: start writing what is on disk so far to storage, in a background
-        thread: the sync in :meth:`commit` then has only the last files left (on a 500-run
-        archive it took 0.5 s when it had everything to write)."""
-        if self.durable and self._syncing is None:
-            self._syncing = threading.Thread(target=os.sync, daemon=True)
-            self._syncing.start()
-
-    def _wait_trash(self) -> None:
-        for proc in self._trash or []:
-            proc.wait()
-
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""
         if self.durable:
-            if self._syncing is not None:
-                self._syncing.join()
             os.sync()  # the whole tree is on storage before it can become live
         h = hashlib.sha256()
         for rel in sorted(self.hashes):
@@ -523,7 +410,6 @@ class Staging(Writer):
             if self.durable:  # (a directory's fsync waits for the disk like the sync does)
                 _fsync_dir(self.folder)
             _switch(self.out, final, self.durable)
-            self._wait_trash()
             _prune(self.out, self.keep)
         log.info("published %s -> %s", self.out, final.name)
         return final

@@ -36,6 +36,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sitegen.errors import UsageError
+from sitegen.fileio import atomic_write
+from sitegen.resources import default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,6 @@ def work_dir(url: str, kind: str, base: Path | None = None) -> Path:
     """A stable local folder for ``url`` (``kind``: "mirror" or "cache"), under ``base``
     (default: ``<default cache dir>/remote``). Stable paths matter: cache entries are keyed by path."""
     if base is None:
-        from sitegen.cache.store import default_cache_dir
-
         base = default_cache_dir() / "remote"
     return Path(base) / kind / hashlib.sha256(url.rstrip("/").encode("utf-8")).hexdigest()[:16]
 
@@ -169,9 +169,7 @@ def _read_index(path: Path, url: str) -> dict[str, dict]:
 
 def _write_index(path: Path, url: str, files: dict[str, dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"url": url, "files": files}, sort_keys=True, indent=0), "utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps({"url": url, "files": files}, sort_keys=True, indent=0).encode("utf-8"))
 
 
 def _local_sig(path: Path) -> tuple[int, int] | None:

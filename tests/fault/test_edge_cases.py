@@ -14,7 +14,7 @@ import pytest
 
 import corpus
 import sitegen
-from sitegen.pipeline.build import build
+from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
 from sitegen.model import ReadOptions
 from sitegen.ingest import mlflow, tabular, tfevents, visualdl
@@ -149,7 +149,7 @@ def _build_in_thread(archive: Path, out: Path, **kw):
 
     def target():
         try:
-            box["result"] = build(archive, out, config=Config(), use_cache=False, **kw)
+            box["result"] = build(archive, out, BuildOptions(config=Config(), use_cache=False, **kw))
         except BaseException as exc:  # noqa: BLE001  (reported below)
             box["error"] = exc
 
@@ -202,7 +202,7 @@ def test_file_vanishes_or_changes_during_the_build(tmp_path, monkeypatch):
     for name in ("a", "b", "c"):
         (arch / name).mkdir(parents=True)
         (arch / name / "events.out.tfevents.1.x").write_bytes(corpus.tf_file(RECS))
-    import sitegen.pipeline.build as build_mod
+    import sitegen.pipeline.plan as build_mod
 
     real_scan = build_mod.scan
 
@@ -215,7 +215,7 @@ def test_file_vanishes_or_changes_during_the_build(tmp_path, monkeypatch):
 
     monkeypatch.setattr(build_mod, "scan", scan_then_change)
     for use_cache in (False, True):
-        result = build(arch, tmp_path / f"site{use_cache}", config=Config(), use_cache=use_cache, cache=tmp_path / "cache")
+        result = build(arch, tmp_path / f"site{use_cache}", BuildOptions(config=Config(), use_cache=use_cache, cache=tmp_path / "cache"))
         got = {(Path(p.path).parent.name, p.kind) for p in result.problems}
         assert ("a", "unreadable") in got and ("b", "truncated") in got and ("c", "truncated") in got
         assert result.runs == 3
@@ -233,7 +233,7 @@ def test_nan_and_inf_wall_times(tmp_path, fast):
     assert [(t, s) for t, s, _, _ in scalars(run)] == [(t, s) for t, s, _, _ in recs]  # kept
     (problem,) = run.problems
     assert problem.kind == "bad-wall-time" and "3 scalar records" in problem.message
-    result = build(tmp_path, tmp_path / "site", config=Config(), use_cache=False)
+    result = build(tmp_path, tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     assert "bad-wall-time" in {p.kind for p in result.problems}
 
 
@@ -247,7 +247,7 @@ def test_steps_out_of_order_and_repeated(tmp_path, fast):
     p.write_bytes(corpus.tf_file(recs))
     run, _ = corpus.tf_decode(p, fast=fast)
     assert [s for _, s, _, _ in scalars(run)] == [5, 3, 3, 7, -2, 2**62]
-    result = build(arch, tmp_path / "site", config=Config(), use_cache=False)
+    result = build(arch, tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     assert result.runs == 1
     # LEAD: needs sitegen.pipeline.build to call sitegen.errors.scalar_problems(table, name, steps=True) per run
     assert "step-order" in {p.kind for p in result.problems}, result.problems
@@ -303,7 +303,7 @@ def test_build_survives_a_damaged_archive_and_reports_it(tmp_path, tbx, vdl):
     csv.parent.mkdir(parents=True)
     csv.write_bytes(b"step,wall_time,loss\n1,1700000000,0.5\n2,1700000001,0.4\n3,17000")
     ml = corpus.write_mlflow(arch, b"1700000000000 0.5 0\nGARBAGE\n1700000001000 0.25 1\n")
-    result = build(arch, tmp_path / "site", config=Config(), use_cache=False)
+    result = build(arch, tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     damaged = {str(tb), str(vd), str(csv), str(ml / "metrics" / "loss")}
     assert {p.path for p in result.problems} >= damaged
     site = tmp_path / "site"
@@ -326,7 +326,7 @@ def test_csv_without_a_time_column_builds(tmp_path):
     run.mkdir(parents=True)
     (run / "metrics.csv").write_text("step,loss\n1,0.5\n2,0.4\n")
     # LEAD: crashes in sitegen/render.py _compare_page -> js_data (NaN from compare.overlay_data)
-    result = build(tmp_path / "arch", tmp_path / "site", config=Config(), use_cache=False)
+    result = build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     assert result.runs == 1 and (tmp_path / "site" / "index.html").is_file()
 
 
@@ -342,6 +342,6 @@ def test_image_payload_that_is_not_an_image(tmp_path, fast):
     p.write_bytes(corpus.tf_record(event) + corpus.tf_file(RECS))
     run, _ = corpus.tf_decode(p, fast=fast)
     assert not run.images and kinds(run) == [("bad-image", 0)] and len(scalars(run)) == len(RECS)
-    build(tmp_path / "run", tmp_path / "site", config=Config(), use_cache=False)
+    build(tmp_path / "run", tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     for f in (tmp_path / "site").resolve().rglob("*"):
         assert not (f.is_file() and b"onload=" in f.read_bytes() and f.suffix not in (".js", ".gz")), f

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import corpus
 from testpaths import page_payload
-from sitegen.pipeline.build import build
+from sitegen.pipeline.build import BuildOptions, build
 from sitegen.pages.charts import decode_numbers
 from sitegen.config import Config
 from sitegen.ingest import tfevents, visualdl
@@ -51,7 +51,7 @@ def test_build_while_a_writer_appends(tmp_path):
     try:
         results = []
         while not done.is_set() or not results:
-            results.append(build(tmp_path / "arch", tmp_path / "site", config=Config(), cache=cache))
+            results.append(build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), cache=cache)))
             # the cache holds only complete records, in order, as a prefix of the series
             data = Store(cache).read_file(path, ReadOptions(), tfevents.decode_file)
             steps = data.scalars["step"].to_pylist()
@@ -63,7 +63,7 @@ def test_build_while_a_writer_appends(tmp_path):
     assert len(results) >= 2 and all(r.runs == 1 for r in results)
     # the writer is done: the next build (through the cache, decoding only the appended tail)
     # shows the full series, and a build without the cache agrees
-    final = build(tmp_path / "arch", tmp_path / "site", config=Config(), cache=cache)
+    final = build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), cache=cache))
     assert not final.problems
     full = Store(cache).read_file(path, ReadOptions(), tfevents.decode_file)
     assert full.scalars["step"].to_pylist() == list(range(N)) and full.files[0].decoded_bytes == path.stat().st_size

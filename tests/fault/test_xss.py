@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sitegen.pipeline.build import build
+from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
 
 P1 = "<script>window.__xss=1</script>"
@@ -61,7 +61,7 @@ def hostile_site(tmp_path_factory):
     root = tmp_path_factory.mktemp("xss")
     arch = _archive(root)
     out = root / "site"
-    result = build(arch, out, config=Config(title=P1 + TPL), use_cache=False)
+    result = build(arch, out, BuildOptions(config=Config(title=P1 + TPL), use_cache=False))
     return out, result
 
 

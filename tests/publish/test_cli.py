@@ -173,16 +173,19 @@ def test_ci_kit_is_well_formed():
 
 def test_the_command_line_never_imports_pandas(tmp_path, cache_dir):
     """pyarrow imports pandas (when installed) on its first conversion from Python objects:
-    0.5 s per process for nothing. The CLI keeps it out of its process (local workers run the
-    same ``without_pandas`` as their initializer)."""
+    0.5 s per process for nothing. The console script keeps it out of its process (local workers
+    run the same tuning as their initializer)."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import runpy, sys\n"
-        "sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
-        "runpy.run_module('sitegen.cli')\n"  # what `python -m sitegen` runs, but main() returns
-        "from sitegen.cli import main\n"
-        "assert main() == 0\n"
-        "print('pandas' in sys.modules)\n")
+        "import sys\n"
+        "from sitegen.cli import run\n"
+        "if __name__ == '__main__':\n"  # (spawned workers import this file too)
+        "    sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
+        "    try:\n"
+        "        run()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "    print('pandas' in sys.modules)\n")
     import pandas  # noqa: F401  - installed (mlflow needs it): the test means something
 
     r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
@@ -191,48 +194,40 @@ def test_the_command_line_never_imports_pandas(tmp_path, cache_dir):
     assert r.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_a_first_build_starts_its_workers_before_importing_the_rest(tmp_path, cache_dir):
-    """No live site and a large archive: the command starts the worker processes right after
-    its quick look at the archive, so they import while it imports numpy, pyarrow and the rest
-    of sitegen, and the build uses that pool (one pool in all)."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import sys\n"
-        "import sitegen.pipeline.executors as ex\n"
-        "from sitegen.cli import main\n"
-        "if __name__ == '__main__':\n"
-        "    ex.PARALLEL_MIN_BYTES = 0\n"  # the small example counts as large
-        "    real = ex.local_pool\n"
-        "    def local_pool(n):\n"
-        "        print('pool', n, 'sitegen.pipeline.build' in sys.modules)\n"
-        "        return real(n)\n"
-        "    ex.local_pool = local_pool\n"
-        "    import sitegen.cli\n"
-        "    import shutil\n"
-        "    for k in range(3):\n"  # the second build finds the live site; the third a link to removed builds
-        "        print('exit', main(['build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']))\n"
-        "        if k == 1:\n"
-        "            shutil.rmtree(sys.argv[2].rpartition('/')[0] + '/.site.builds')\n")
-    r = subprocess.run([sys.executable, str(probe), str(EXAMPLE), str(tmp_path / "site"), str(cache_dir)],
-                       capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert (r.returncode, r.stderr) == (0, "")
-    # (the third build: sitegen.pipeline.build was imported by the first, in this same process)
-    assert r.stdout.splitlines() == ["pool 2 False", "exit 0", "exit 0", "pool 2 True", "exit 0"]
+def test_main_changes_nothing_process_wide(tmp_path, cache_dir):
+    """``sitegen.cli.main`` called from Python builds a site and leaves the caller's process as
+    it found it: garbage-collector settings, environment, import hooks, signal handlers, threads
+    (and pandas importable). Only the console script tunes its own process."""
+    import gc
+    import signal
+    import threading
+
+    from sitegen.cli import main
+
+    def state():
+        return (gc.get_threshold(), gc.isenabled(), gc.get_freeze_count(), dict(os.environ), list(sys.meta_path),
+                {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)},
+                sorted(t.name for t in threading.enumerate()))
+
+    before = state()
+    for extra in ([], ["--jobs", "2"], ["--no-cache"]):
+        assert main(["build", str(EXAMPLE), "--out", str(tmp_path / "site"), "--cache", str(cache_dir), "--quiet", *extra]) == 0
     assert (tmp_path / "site" / "index.html").is_file()
+    assert state() == before
+    import pandas  # noqa: F401  (no import blocker was left behind)
 
 
-def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
-    """``run`` leaves without tearing the interpreter down (os._exit) once ``main`` is done, but
-    after the exit functions: with worker processes, skipping them left multiprocessing's
-    semaphores to its resource tracker, which warned about them on stderr."""
+def test_the_console_script_exits_cleanly(tmp_path, cache_dir):
+    """With worker processes, the console script ends with the exit functions run and nothing
+    on stderr (multiprocessing's clean-up included); exit codes as ``main`` returns them."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import atexit, sys\n"
-        "import sitegen.pipeline.build, sitegen.pipeline.executors\n"
+        "import sitegen.pipeline.build\n"
         "from sitegen.cli import run\n"
         "if __name__ == '__main__':\n"  # (the spawned workers import this file too)
-        "    sitegen.pipeline.executors.PARALLEL_MIN_BYTES = 0\n"  # worker processes even for the small example
-        "    sitegen.pipeline.build.MIN_PARALLEL_RUNS = 1\n"
+        "    sitegen.pipeline.build.MIN_PARALLEL_BYTES = 0\n"  # worker processes even for the small example
+        "    sitegen.pipeline.build.MIN_PARALLEL_ITEMS = 1\n"
         "    atexit.register(print, 'exit functions ran')\n"
         "    sys.argv = ['sitegen', 'build', sys.argv[1], '--out', sys.argv[2], '--cache', sys.argv[3], '--quiet', '--jobs', '2']\n"
         "    run()\n"
@@ -241,7 +236,7 @@ def test_the_command_exits_at_once_but_cleanly(tmp_path, cache_dir):
                        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (r.returncode, r.stdout, r.stderr) == (0, "exit functions ran\n", "")
     assert (tmp_path / "site" / "index.html").is_file()
-    r = run_sitegen("build", tmp_path / "nope", "--out", tmp_path / "other")  # exit codes as main returns them
+    r = run_sitegen("build", tmp_path / "nope", "--out", tmp_path / "other")
     assert r.returncode == 2 and "no such archive" in r.stderr
     r = run_sitegen("--version")
     assert r.returncode == 0 and r.stdout.strip()

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from sitegen.publish import manifest, staging as publish
-from sitegen.pipeline.build import build, slugify
+from sitegen.model import slug as slugify
+from sitegen.pipeline.build import BuildOptions, build
+from sitegen.pipeline.executors import Serial
 from sitegen.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
@@ -35,19 +37,19 @@ def _files(site: Path) -> dict[str, int]:
 
 def test_unchanged_archive_keeps_the_live_build(archive: Path, tmp_path: Path):
     out, cache = tmp_path / "site", tmp_path / "cache"
-    first = build(archive, out, config=Config(), cache=cache)
+    first = build(archive, out, BuildOptions(config=Config(), cache=cache))
     live = out.resolve()
-    again = build(archive, out, config=Config(), cache=cache)
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache))
     assert out.resolve() == live and len(publish.list_builds(out)) == 1  # nothing new was written
     assert (again.runs, again.files, again.problems) == (first.runs, first.files, []) and first.runs == 3
     assert manifest.verify(out) == []
     # another date is another input: a new build, whose run pages are links to the live ones
-    build(archive, out, config=Config(), cache=cache, source_date_epoch=1_700_000_000)
+    build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1_700_000_000))
     assert out.resolve() != live and len(publish.list_builds(out)) == 2
     # a damaged live build is never kept: a missing file makes the next build write a new one
     live = out.resolve()
     next(live.glob("runs/*/scalars.js")).unlink()
-    build(archive, out, config=Config(), cache=cache, source_date_epoch=1_700_000_000)
+    build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1_700_000_000))
     assert out.resolve() != live and manifest.verify(out) == []
 
 
@@ -57,21 +59,21 @@ def test_unchanged_rebuild_still_reports_the_problems(archive: Path, tmp_path: P
     data[len(data) // 2] ^= 0xFF
     log.write_bytes(bytes(data))
     out, cache = tmp_path / "site", tmp_path / "cache"
-    first = build(archive, out, config=Config(), cache=cache)
+    first = build(archive, out, BuildOptions(config=Config(), cache=cache))
     live = out.resolve()
-    again = build(archive, out, config=Config(), cache=cache)
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache))
     assert out.resolve() == live
     assert first.problems and again.problems == first.problems
 
 
 def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
     out, cache = tmp_path / "site", tmp_path / "cache"
-    build(archive, out, config=Config(), cache=cache)
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
     before = _files(out)
     grown = archive / "proj" / "model" / "run2"
     shutil.rmtree(grown)
     write_run(grown, tags=["train/loss", "val/acc"], steps=400, seed=2, start=1.7e9 + 2)
-    build(archive, out, config=Config(), cache=cache)
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
     after = _files(out)
     changed = {rel for rel, ino in after.items() if before.get(rel) != ino}
     run_of = {slugify(f"proj/model/run{i}"): i for i in range(3)}
@@ -91,7 +93,7 @@ def test_files_a_power_cut_emptied_are_not_linked_into_the_next_build(archive: P
     out, cache = tmp_path / "site", tmp_path / "cache"
     synced: list[int] = []
     monkeypatch.setattr(publish.os, "sync", lambda: synced.append(1))
-    build(archive, out, config=Config(), cache=cache)
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
     assert synced == []  # not asked
     live = out.resolve()
     damaged = live / "runs" / slugify("proj/model/run1") / "index.html"
@@ -99,7 +101,7 @@ def test_files_a_power_cut_emptied_are_not_linked_into_the_next_build(archive: P
     os.truncate(damaged, 0)
     (live / "runs" / slugify("proj/model/run0") / "scalars.js").write_bytes(b"")  # (another inode)
     before = _files(out)
-    build(archive, out, config=Config(), cache=cache, durable=True)
+    build(archive, out, BuildOptions(config=Config(), cache=cache, durable=True))
     assert out.resolve() != live and synced  # durable: synced before it went live
     assert manifest.verify(out) == []
     assert (out / "runs" / slugify("proj/model/run1") / "index.html").read_bytes() == whole
@@ -115,12 +117,12 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
         return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
                 if p.is_file() and not p.name.startswith("manifest")}
 
-    build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache")
+    build(archive, tmp_path / "a", BuildOptions(config=Config(), cache=tmp_path / "cache"))
     first = files(tmp_path / "a")
-    build(archive, tmp_path / "b", config=Config(), use_cache=False)
+    build(archive, tmp_path / "b", BuildOptions(config=Config(), use_cache=False))
     assert files(tmp_path / "b") == first
     # a new date: every run reused from the live build (summaries without points), pages redrawn
-    build(archive, tmp_path / "a", config=Config(), cache=tmp_path / "cache", source_date_epoch=1)
+    build(archive, tmp_path / "a", BuildOptions(config=Config(), cache=tmp_path / "cache", source_date_epoch=1))
     assert files(tmp_path / "a") == first
     curves = b"".join(data for rel, data in first.items() if rel.startswith("compare/all/p-") and rel.endswith(".js"))
     assert b'"ap"' in curves and b'"f4"' in curves  # (the page's curves are in its piece scripts)
@@ -129,9 +131,9 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
 def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):
     monkeypatch.chdir(archive.parent)
     out, cache = tmp_path / "site", tmp_path / "cache"
-    build(Path(archive.name), out, config=Config(), cache=cache)
+    build(Path(archive.name), out, BuildOptions(config=Config(), cache=cache))
     before = _files(out)
-    build(archive.resolve(), out, config=Config(), cache=cache)
+    build(archive.resolve(), out, BuildOptions(config=Config(), cache=cache))
     after = _files(out)
     pages = [rel for rel in before if rel.startswith("runs/")]
     assert pages and all(after[rel] == before[rel] for rel in pages)  # the same files, linked
@@ -143,7 +145,7 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
     from sitegen.cache.store import Store
 
     out, cache = tmp_path / "site", tmp_path / "cache"
-    build(archive, out, config=Config(), cache=cache)
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
     pages = {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")}
     store, sums = Store(cache), sorted((cache / "runs").rglob("*.sum"))
     assert len(sums) == 3
@@ -151,7 +153,7 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
         doc, points = store.get_summary(victim.stem), store.get_points(victim.stem)
         doc.update(bad) if isinstance(bad, dict) else None
         store.put_summary(victim.stem, doc if isinstance(bad, dict) else {}, points)  # JSON, wrong shape
-    again = build(archive, out, config=Config(), cache=cache, source_date_epoch=1)  # reuses every run
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1))  # reuses every run
     assert again.runs == 3 and manifest.verify(out) == []
     assert {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")} == pages
 
@@ -175,7 +177,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     monkeypatch.setattr(compare, "_overlay", lambda group, labels, runs, *a: (
         drawn.append([group.runs[i].slug for i in runs]) or overlay(group, labels, runs, *a)))
     out, cache = tmp_path / "site", tmp_path / "cache"
-    build(archive=root, out=out, config=Config(), cache=cache, jobs=1)
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, executor=Serial()))
     first = list(drawn)
     assert len(first) > 6  # several pieces per page
     grown = root / "proj1" / "model" / "run5"
@@ -187,7 +189,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
         return {p.relative_to(site.resolve()).as_posix(): p.stat().st_ino for p in site.resolve().glob("compare/*/p-*.js")}
 
     before = piece_files(out)
-    build(archive=root, out=out, config=Config(), cache=cache, jobs=1)
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, executor=Serial()))
     slug = slugify("proj1/model/run5")
     assert drawn and all(slug in part for part in drawn), drawn  # only the pieces of the grown run
     assert len(drawn) == 3  # its piece on the whole-archive, project and model pages
@@ -198,7 +200,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     def pages(site: Path) -> dict[str, bytes]:
         return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().glob("compare/*/*")}
 
-    build(archive=root, out=tmp_path / "fresh", config=Config(), use_cache=False, jobs=1)
+    build(archive=root, out=tmp_path / "fresh", options=BuildOptions(config=Config(), use_cache=False, executor=Serial()))
     assert pages(out) == pages(tmp_path / "fresh")
     # damaged pieces (cut short, bytes changed, a head of the wrong shape, not a pieces file)
     # are drawn again, to the same pages
@@ -221,7 +223,7 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
         else:
             data = b"{}"
         victim.write_bytes(bytes(data))
-    build(archive=root, out=out, config=Config(), cache=cache, jobs=1, source_date_epoch=1)
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, source_date_epoch=1, executor=Serial()))
     assert pages(out) == pages(tmp_path / "fresh")
 
 
@@ -240,7 +242,7 @@ def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeyp
         for i in range(4):
             write_run(root / f"proj{p}" / "model" / f"run{i}", tags=["loss"], steps=40, seed=10 * p + i, start=1.7e9 + i)
     out, cache = tmp_path / "site", tmp_path / "cache"
-    build(root, out, config=Config(), cache=cache, jobs=1)
+    build(root, out, BuildOptions(config=Config(), cache=cache, executor=Serial()))
     before = _files(out)
     page = next(rel for rel in before if rel.startswith("compare/proj0-model") and rel.endswith("/index.html"))
     pieces = [rel for rel in before if rel.startswith(page.rsplit("/", 1)[0] + "/p-") and rel.endswith(".js")]
@@ -249,43 +251,13 @@ def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeyp
     grown = root / "proj1" / "model" / "run2"  # in another project: proj0's pages stay unchanged
     shutil.rmtree(grown)
     write_run(grown, tags=["loss"], steps=60, seed=12, start=1.7e9 + 2)
-    build(root, out, config=Config(), cache=cache, jobs=1)
+    build(root, out, BuildOptions(config=Config(), cache=cache, executor=Serial()))
     after = _files(out)
     # the other unchanged page is the live build's, file for file
     other = next(rel for rel in before if rel.startswith("compare/proj0-") and "model" not in rel and rel.endswith("/index.html"))
     assert all(after[rel] == ino for rel, ino in before.items() if rel.startswith(other.rsplit("/", 1)[0] + "/"))
     assert pieces[0] in after  # drawn again
-    build(root, tmp_path / "fresh", config=Config(), use_cache=False, jobs=1)
+    build(root, tmp_path / "fresh", BuildOptions(config=Config(), use_cache=False, executor=Serial()))
     assert page_payload(out / page) == page_payload(tmp_path / "fresh" / page)
 
 
-def test_a_rebuild_reuses_runs_from_the_packed_summaries(archive: Path, tmp_path: Path, monkeypatch):
-    """A build packs its runs' summaries in one file; the next build reuses unchanged runs from
-    it without opening their summaries one by one, and from the summaries when the pack is
-    damaged or missing: the same site every time."""
-    from sitegen.pipeline import stamp
-    from sitegen.cache.store import Store
-
-    out, cache = tmp_path / "site", tmp_path / "cache"
-    build(archive, out, config=Config(), cache=cache)
-    pack = cache / "packs" / stamp.slot_name(out)
-    runs = json.loads((out / "manifest.json").read_bytes())["runs"]
-    assert set(Store(cache).get_pack(pack.name)) == {key for slug, key in runs.items() if not slug.startswith("compare/")}
-    packed = Store(cache).get_pack(pack.name)
-    assert len(packed) == 3 and all(marshal.loads(doc) == Store(cache).get_summary(key) for key, doc in packed.items())
-    opened: list[str] = []
-    get_summary = Store.get_summary
-    monkeypatch.setattr(Store, "get_summary", lambda self, key: opened.append(key) or get_summary(self, key))
-
-    def pages(site: Path) -> dict[str, bytes]:
-        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*.html")}
-
-    first = pages(out)
-    for epoch, damage in ((1, None), (2, lambda b: b[:-5]), (3, lambda b: b[:-40] + b"x" * 40), (4, lambda b: b""),
-                          (5, lambda b: b[:8] + b"\0\0\0\0" + b[12:])):
-        if damage is not None:
-            pack.write_bytes(damage(pack.read_bytes()))
-        opened.clear()
-        build(archive, out, config=Config(), cache=cache, source_date_epoch=epoch)  # every run reused
-        assert pages(out) == first
-        assert len(opened) == (0 if damage is None else 3), (epoch, opened)

@@ -75,7 +75,7 @@ def _files(site: Path) -> dict[str, bytes]:
 def test_workers_and_early_pages_make_the_same_site(archive: Path, tmp_path: Path, monkeypatch, taken: bool):
     """``taken=False``: every page drawn early is refused at the end (as a group whose runs were
     not neighbours would be), taken back and drawn again: the same site all the same."""
-    serial = build(archive, tmp_path / "one", config=Config(), cache=tmp_path / "c1", jobs=1, source_date_epoch=1)
+    serial = build(archive, tmp_path / "one", BuildOptions(config=Config(), cache=tmp_path / "c1", source_date_epoch=1, executor=Serial()))
     monkeypatch.setattr(executors, "PARALLEL_MIN_BYTES", 0)  # worker processes for a small archive
     monkeypatch.setattr(build_module, "MIN_PARALLEL_RUNS", 1)
     seen: list[str] = []
@@ -88,7 +88,7 @@ def test_workers_and_early_pages_make_the_same_site(archive: Path, tmp_path: Pat
     monkeypatch.setattr(EarlyGroups, "_close", close)
     if not taken:
         monkeypatch.setattr(EarlyGroups, "drawn", lambda self, group: False)
-    parallel = build(archive, tmp_path / "two", config=Config(), cache=tmp_path / "c2", jobs=2, source_date_epoch=1)
+    parallel = build(archive, tmp_path / "two", BuildOptions(config=Config(), cache=tmp_path / "c2", source_date_epoch=1, executor=LocalPool(2)))
     assert (parallel.runs, parallel.files) == (serial.runs, serial.files) == (18, parallel.files)
     a, b = _files(tmp_path / "one"), _files(tmp_path / "two")
     assert set(a) == set(b)

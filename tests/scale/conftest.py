@@ -19,10 +19,10 @@ from testpaths import EXAMPLE
 @pytest.fixture(scope="session")
 def reference_site(tmp_path_factory) -> Path:
     """The example archive built on this machine the ordinary way (local executor)."""
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
 
     base = tmp_path_factory.mktemp("reference")
-    build(EXAMPLE, base / "site", config=CONFIG, cache=base / "cache")
+    build(EXAMPLE, base / "site", BuildOptions(config=CONFIG, cache=base / "cache"))
     return base / "site"
 
 

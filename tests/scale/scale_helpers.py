@@ -81,7 +81,8 @@ def run_all_via(run_all):
 
 def build_supports_executor() -> bool:
     """True once build() takes ``executor=``/``scheduler=`` itself."""
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
+from sitegen.pipeline.executors import executor_for
 
     return "executor" in inspect.signature(build).parameters
 
@@ -97,30 +98,30 @@ def build_site(archive, out: Path, *, cache: Path, executor: str = "local", sche
                workers: int = 0, fn=None):
     """``build(..., executor=, scheduler=)``; before build() takes those, the same through
     ``run_all`` replaced by ``map_jobs``."""
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.pipeline.executors import map_jobs
 
     if fn is None and not workers and build_supports_executor():
-        return build(archive, out, config=CONFIG, cache=cache, executor=executor, scheduler=scheduler)
+        return build(archive, out, BuildOptions(config=CONFIG, cache=cache, executor=executor_for(executor, scheduler=scheduler)))
 
     def run_all(jobs, *, workers, **_kw):  # build()'s own worker count is ignored: ours decides
         return map_jobs(jobs, executor=executor, scheduler=scheduler, workers=wk, fn=fn)
 
     wk = workers
     with run_all_via(run_all):
-        return build(archive, out, config=CONFIG, cache=cache)
+        return build(archive, out, BuildOptions(config=CONFIG, cache=cache))
 
 
 def build_remote(archive_url: str, out: Path, *, cache_url: str):
     """A build from a URL archive with a URL cache: build() itself once it takes URLs, else
     exactly what it will do (sitegen.tools.remote.localize, build on the local folders, push)."""
     from sitegen.tools import remote
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
 
     if build_supports_urls():
-        return build(archive_url, out, config=CONFIG, cache=cache_url)
+        return build(archive_url, out, BuildOptions(config=CONFIG, cache=cache_url))
     loc = remote.localize(archive_url, cache_url)
-    result = build(loc.archive, out, config=CONFIG, cache=loc.cache)
+    result = build(loc.archive, out, BuildOptions(config=CONFIG, cache=loc.cache))
     loc.push()
     return result
 

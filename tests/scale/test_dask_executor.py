@@ -57,9 +57,9 @@ def test_worker_killed_mid_build(cluster, reference_site, tmp_path):
             yield result
 
     with H.run_all_via(run_all):
-        from sitegen.pipeline.build import build
+        from sitegen.pipeline.build import BuildOptions, build
 
-        build(EXAMPLE, tmp_path / "site", config=H.CONFIG, cache=tmp_path / "cache")
+        build(EXAMPLE, tmp_path / "site", BuildOptions(config=H.CONFIG, cache=tmp_path / "cache"))
     assert killed, "no worker was killed"
     (addr, pid), = killed.items()
     deadline = time.monotonic() + 10
@@ -130,9 +130,9 @@ def test_in_flight_window_is_bounded(cluster, tmp_path, monkeypatch):
             yield result
 
     with H.run_all_via(run_all):
-        from sitegen.pipeline.build import build
+        from sitegen.pipeline.build import BuildOptions, build
 
-        build(archive, tmp_path / "site", config=H.CONFIG, cache=tmp_path / "cache")
+        build(archive, tmp_path / "site", BuildOptions(config=H.CONFIG, cache=tmp_path / "cache"))
     limit = 2 * E.DASK_INFLIGHT_PER_WORKER
     assert len(submitted) == 40 and len(seen) == 40
     assert max(seen) <= limit, f"{max(seen)} chunks in flight, limit {limit}"

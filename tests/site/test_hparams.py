@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 
-from sitegen.prepare.hparams import comparison_table, is_config_tag, lower_is_better, parse_config, parse_yaml_map
+from sitegen.model import is_config_tag, lower_is_better
+from sitegen.pages.hptable import comparison_table
+from sitegen.prepare.hparams import parse_config, parse_yaml_map
 
 
 def test_json_config_is_flattened():

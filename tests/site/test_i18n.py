@@ -66,7 +66,7 @@ def zh_site(tmp_path_factory) -> Path:
     from tensorboardX import SummaryWriter
 
     from eventgen import scalar_event, version_event
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
 
     root = tmp_path_factory.mktemp("zh")
@@ -81,7 +81,7 @@ def zh_site(tmp_path_factory) -> Path:
         hostile = version_event(1.7e9) + b"".join(scalar_event("准确率</script><b>", step, 1.7e9 + step, step / 30) for step in range(30))
         (Path(w.logdir) / "events.out.tfevents.1700000000.raw").write_bytes(hostile)
     out = root / "site"
-    build(root / "archive", out, config=Config(title="训练记录", language="zh-CN"), use_cache=False)
+    build(root / "archive", out, BuildOptions(config=Config(title="训练记录", language="zh-CN"), use_cache=False))
     return out
 
 

@@ -17,7 +17,7 @@ from testpaths import page_payload
 @pytest.fixture(scope="module")
 def rich_site(tmp_path_factory) -> Path:
     from eventgen import write_run
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
 
     root = tmp_path_factory.mktemp("rich")
@@ -28,7 +28,7 @@ def rich_site(tmp_path_factory) -> Path:
     (run / "env.json").write_text(json.dumps({"python": "3.12.1", "torch": "2.4.0", "cuda": "12.4", "gpu": "H100", "hostname": "node-7", "dataset_version": "v3"}))
     (run / "README.md").write_text("# Notes\n\nRan on <b>node 7</b>. [bad](javascript:alert(1)) [ok](https://example.org/x)\n")
     out = root / "site"
-    build(root / "archive", out, config=Config(title="rich"), use_cache=False)
+    build(root / "archive", out, BuildOptions(config=Config(title="rich"), use_cache=False))
     return out
 
 
@@ -71,7 +71,7 @@ def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
     from tensorboardX import SummaryWriter
 
     from sitegen import read_scalars
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
@@ -87,7 +87,7 @@ def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
     hostile = 'a "quoted", tag\r\nwith =SUM(1) and ü'
     (tmp_path / "arch" / "run" / "events.out.tfevents.1800000000.gen").write_bytes(
         version_event(1.8e9) + b"".join(scalar_event(hostile, i, 1.8e9 + i, i / 7) for i in range(500)))
-    build(tmp_path / "arch", tmp_path / "site", config=Config(), use_cache=False)
+    build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), use_cache=False))
     (html,) = (tmp_path / "site").resolve().glob("runs/*/index.html")
     page.goto(html.as_uri())
     link = page.locator("a.csv-download")
@@ -134,7 +134,7 @@ def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
     import numpy as np
     from tensorboardX import SummaryWriter
 
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config, LimitsConfig
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
@@ -142,7 +142,7 @@ def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
         w.add_image("samples", np.full((3, 4, 4), step * 30, dtype=np.uint8), step)
     w.close()
     out = tmp_path / "site"
-    build(tmp_path / "arch", out, config=Config(limits=LimitsConfig(max_images_per_tag=3)), use_cache=False)
+    build(tmp_path / "arch", out, BuildOptions(config=Config(limits=LimitsConfig(max_images_per_tag=3)), use_cache=False))
     (page,) = (out / "runs").glob("*/index.html")
     html = page.read_text("utf-8")
     payload = page_payload(page)
@@ -158,25 +158,21 @@ def test_a_drawn_run_leaves_no_cycles(tmp_path: Path):
     walked them again and again). Every run of the example archive, every format."""
     import gc
 
-    from sitegen.pipeline import build as B
-    from sitegen.pages import render
     from sitegen.config import Config
-    from sitegen.ingest.scan import scan
-    from sitegen.cache.store import Store
+    from sitegen.pipeline.jobs import draw_run
+    from sitegen.pipeline.plan import make_plan
     from testpaths import EXAMPLE
 
-    config = Config()
-    options = B.read_options(config)
-    assets = render.assets(config.language, Store(tmp_path / "cache"))
-    jobs = [B.Job(f, options, config, tmp_path / "cache", assets.urls, frozenset(), []) for f in B.families(scan(EXAMPLE))]
+    jobs = make_plan(EXAMPLE, tmp_path / "site", tmp_path / "cache", config=Config(), verify=True,
+                     source_date_epoch=None).jobs
     assert len(jobs) >= 10
     for job in jobs:  # once: imports, templates and caches made on first use
-        B.draw(job)
+        draw_run(job)
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         for job in jobs:
-            B.draw(job)
+            draw_run(job)
         gc.collect()
         left = sorted({type(o).__name__ for o in gc.garbage})
     finally:

@@ -110,8 +110,8 @@ def test_a_kept_vega_bundle_is_used_without_importing_vl_convert(tmp_path: Path)
     import subprocess
     import sys
 
-    code = ("import sys\nfrom pathlib import Path\nfrom sitegen.pages import render\nfrom sitegen.cache.store import Store\n"
-            "data = render.assets('en', Store(Path(sys.argv[1]))).files\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom sitegen.pages.assets import assets\nfrom sitegen.cache.store import Store\n"
+            "data = assets('en', Store(Path(sys.argv[1])).blob).files\n"
             "print('vl_convert' in sys.modules, sorted(n for n in data if n.startswith('assets/vega-')))\n")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "home-cache")}  # not the machine's cache
     runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], capture_output=True, text=True,
@@ -122,11 +122,11 @@ def test_a_kept_vega_bundle_is_used_without_importing_vl_convert(tmp_path: Path)
     assert first == second and "vega-" in first  # the same bundle, byte for byte (its name is its hash)
 
 def test_two_builds_are_byte_identical(example_site: Path, tmp_path: Path):
-    from sitegen.pipeline.build import build
+    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
 
     again = tmp_path / "again"
-    build(EXAMPLE, again, config=Config(title="Example runs"))
+    build(EXAMPLE, again, BuildOptions(config=Config(title="Example runs")))
 
     def tree(root: Path) -> dict[str, str]:
         return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -145,7 +145,7 @@ def test_page_data_equals_plain_json_with_hostile_strings():
     import numpy as np
 
     from sitegen.pages.charts import numbers
-    from sitegen.pages.render import json_text
+    from sitegen.pages.charts import json_text
 
     hostile = ['"0', '0"', "</script><script>alert(1)</script>", "\u2028\u2029", "&amp;<!--", "'\"\\", "数据"]
     obj = {"tags": [{"tag": h, "x": numbers(np.arange(7) * 3), "y": numbers(np.array([0.5, np.nan, -np.inf, 1e300]))}

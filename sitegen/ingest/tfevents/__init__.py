@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sitegen.errors import Problem, read_regular_array, scalar_problems
+from sitegen.errors import Problem
+from sitegen.ingest.checks import scalar_problems
+from sitegen.ingest.files import read_regular_array
 from sitegen.model import RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource, SourceFile, TagBytes, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes
 from sitegen.ingest import media
 from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64

@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sitegen.errors import Problem, read_regular, scalar_problems
+from sitegen.errors import Problem
+from sitegen.ingest.checks import scalar_problems
+from sitegen.ingest.files import read_regular
 from sitegen.model import RUN_SCALARS_SCHEMA, empty_table, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData, RunSource, SourceFile, Text, merge_parts
 from sitegen.ingest.visualdl.fast import BadWire, Scalar, Walk, fields, signed, varint, walk, wall_times
 

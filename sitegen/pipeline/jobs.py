@@ -1,0 +1,230 @@
+"""The two units of work an executor runs: drawing one run family (read, assemble, draw its page,
+reduce it to a summary) and drawing one comparison page. Each is a pure function of its job plus
+the decode cache, so it can run here or in any worker, once or twice."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sitegen.cache import keys as cache_keys
+from sitegen.cache import summary
+from sitegen.cache.store import Store
+from sitegen.config import Config
+from sitegen.downsample import downsample
+from sitegen.errors import Problem
+from sitegen.fileio import sha256_file
+from sitegen.ingest import READERS
+from sitegen.ingest.checks import scalar_problems
+from sitegen.model import ChartLine, HParamValue, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts
+from sitegen.pages import compare
+from sitegen.pages.assets import Assets
+from sitegen.pages.comparepage import compare_files
+from sitegen.pages.runpage import run_files
+from sitegen.prepare.assemble import assemble
+from sitegen.prepare.envinfo import details
+from sitegen.prepare.hparams import run_hparams
+from sitegen.publish.staging import Writer, gzip_twin, needs_twin
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False, repr=False)
+class Output:
+    """Where a worker writes its files itself: the staging folder, the live build and the live
+    manifest's entries for the files (those that did not change are hard-linked)."""
+
+    root: Path
+    previous: Path | None
+    old: dict[str, tuple[str, int]]
+
+    def writer(self) -> Writer:
+        return Writer(self.root, self.previous, self.old, replace=True)
+
+
+@dataclass(eq=False, repr=False)
+class RunJob:
+    """Everything a worker needs to turn one run family into its page and its summary."""
+
+    family: list[RunSource]
+    options: ReadOptions
+    config: Config
+    cache: Path | None
+    urls: dict[str, str]  # asset name -> path from the site root
+    nested_dirs: frozenset  # other runs' folders inside this run's folder (not artifacts)
+    problems_of: list[Problem]  # the scan's problems (shown on the page when they concern its files)
+    key: str = ""  # the run's input key: its summary is kept under it
+    out: Output | None = None  # where the worker writes the run's files (None: it returns them)
+
+
+@dataclass(eq=False, repr=False)
+class RunResult:
+    run: SiteRun  # light: bulk payloads dropped, lines thinned for comparison pages
+    hparams: dict[str, HParamValue]
+    files: dict[str, bytes]  # the run's own pages and media (empty once written)
+    problems: list[Problem]
+    sources: list[SourceFile]
+    digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
+    written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
+    stored: bool = False  # the summary is in the cache (the run's points are read from there)
+
+
+def read_source(source: RunSource, options: ReadOptions, cache: Path | None) -> RunData:
+    """Read one run; append-only formats go file by file through the decode cache."""
+    reader = READERS[source.format]
+    if not hasattr(reader, "decode_file"):
+        return reader.read(source, options)
+    store = Store(cache)
+    parts = [store.read_file(path, options, reader.decode_file) for path in source.files]
+    return merge_parts(source.name, reader.FORMAT, parts)
+
+
+def draw_run(job: RunJob) -> RunResult:
+    """Read one run family, draw its page and reduce it to a summary."""
+    datas = [read_source(s, job.options, job.cache) for s in job.family]
+    site_run = assemble(job.family[0], datas[0], datas[1:], job.config)
+    problems = [p for d in datas for p in d.problems]
+    for source, d in zip(job.family, datas):
+        # steps that go backwards or repeat are legal (resumed runs) but worth a line in the report
+        problems += scalar_problems(d.scalars, str(source.directory), wall_times=False, steps=True, repeats=d.format != "mlflow")
+    hp = run_hparams([site_run.data, *site_run.sub_runs])
+    files = run_files(site_run, details(site_run, job.nested_dirs), hp, job.config, job.urls, [*job.problems_of, *problems])
+    # compressed here, in the worker, so the main process only writes
+    files.update({rel + ".gz": gzip_twin(data) for rel, data in list(files.items()) if needs_twin(rel, data)})
+    sources = [f for d in datas for f in d.files]
+    return RunResult(light(site_run), hp, files, problems, sources, source_digests(sources))
+
+
+def process_run(job: RunJob) -> RunResult:
+    """:func:`draw_run`; with ``job.out``, also write the page and keep the summary (in the worker)."""
+    result = draw_run(job)
+    if job.out is None:
+        return result
+    writer = job.out.writer()
+    return replace(keep_run(result, writer, Store(job.cache), job.key), written=writer.hashes)
+
+
+def keep_run(result: RunResult, writer: Writer, store: Store, key: str) -> RunResult:
+    """Write a drawn run's files and keep its summary under ``key``; the result without its
+    files, and without its lines' points when the cache has them (memory then does not grow with
+    the archive: the comparison pages read them back one run at a time)."""
+    pages = page_names(result.files)
+    for rel in pages:
+        writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+    kept = store.put_summary(key, *summary.to_doc(
+        result.run, result.hparams, pages, result.problems, result.sources, result.digests)) is not None
+    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept)
+
+
+def reuse_run(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
+    """A run whose inputs did not change, from its summary in the cache, and the names of its
+    page's files (linked from the live build); None when the cache lost it."""
+    doc = store.get_summary(key)
+    if doc is None:
+        return None
+    try:
+        run, hp, pages, problems, sources = summary.from_doc(doc)
+        digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
+        log.info("run summary %s unusable; drawing the run again", key)
+        return None
+    return RunResult(run, hp, {}, problems, sources, digests, stored=True), pages
+
+
+def light(run: SiteRun) -> SiteRun:
+    """What the index and comparison pages need of a run: no images, tables or raw scalars,
+    lines thinned to the comparison pages' resolution (exact statistics kept)."""
+    keep = RunData(
+        name=run.data.name, format=run.data.format, files=run.data.files, hparams=run.data.hparams,
+        hparam_metrics=run.data.hparam_metrics, meta=run.data.meta, artifacts=run.data.artifacts,
+        problems=run.data.problems,
+    )
+    lines = []
+    for ln in run.lines:
+        s = ln.series
+        if len(s.step) > compare.MAX_POINTS:
+            t = downsample(s.step, s.wall_time, s.value, compare.MAX_POINTS)
+            s = Series(t.step, t.wall_time, t.value, s.stats, True)
+        s = replace(s, levels=compare.level_bits(s.step, s.wall_time, s.value))
+        lines.append(ChartLine(ln.tag, ln.label, s))
+    return replace(run, data=keep, sub_runs=[], lines=lines)
+
+
+def page_names(files: dict[str, bytes]) -> list[str]:
+    """The files of a run, without the ``.gz`` twins made beside them."""
+    return sorted(rel for rel in files if not (rel.endswith(".gz") and rel[:-3] in files))
+
+
+def source_digests(sources: list[SourceFile]) -> dict[str, tuple[str, int]]:
+    """SHA-256 of each log file over the bytes that were read, for the manifest: taken by the
+    reader while it had the bytes (or kept with the decode cache's entry), else hashed here, in
+    the worker that just read the file."""
+    out = {}
+    for f in sources:
+        if f.sha256:
+            out[str(f.path)] = (f.sha256, f.size)
+            continue
+        try:
+            out[str(f.path)] = sha256_file(f.path, f.size)
+        except OSError:
+            pass
+    return out
+
+
+def run_inputs(job: RunJob, store: Store) -> list[str]:
+    """The files drawing ``job`` reads: its log files and their decode cache entries."""
+    logs = [f for s in job.family for f in s.files]
+    return [str(f) for f in logs] + [e for e in map(store.entry_file, logs) if e is not None]
+
+
+@dataclass(eq=False, repr=False)
+class GroupJob:
+    """One comparison page, drawn and written by a worker or by the build itself."""
+
+    group: compare.Group  # its runs: summaries; the points of those in ``keys`` are in the cache
+    hps: list[dict[str, HParamValue]]  # of group.runs
+    config: Config
+    urls: dict[str, str]
+    cache: Path | None
+    keys: dict[str, str]  # slug -> the key its summary is kept under
+    out: Output
+
+
+def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
+    """Draw and write one comparison page, its unchanged pieces linked from the live build;
+    returns what it wrote: ``{path: (sha256, size)}``."""
+    store = Store(job.cache)
+    writer = job.out.writer()
+    files = compare_files(job.group, job.hps, job.config, Assets({}, job.urls),
+                          stored_points(store, job.keys), kept_pieces(store, job.keys, writer))
+    for rel in page_names(files):
+        writer.write(rel, files[rel])
+    return writer.hashes
+
+
+def group_key(group: compare.Group, run_keys: dict[str, str], config: Config) -> str:
+    return cache_keys.group_key(group.slug, [run_keys[r.slug] for r in group.runs], config)
+
+
+def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
+    """A run's points at a level of :data:`compare.LEVELS`: from the cache for the runs in
+    ``keys``, else the run's own chart lines (small archives, or no cache)."""
+    def points(run: SiteRun, level: int) -> list[ChartLine] | compare.Packed:
+        key = keys.get(run.slug)
+        if key is None:
+            return run.lines
+        table = store.get_points(key, level)
+        if table is None:
+            raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
+        return summary.level_points(run.lines, table, level)
+    return points
+
+
+def kept_pieces(store: Store, keys: dict[str, str], writer: Writer) -> compare.Kept | None:
+    """The pieces of comparison pages the last build kept, for the runs in ``keys`` (whose
+    points are in the cache too): their heads in the cache, their files in the live build,
+    linked by ``writer`` into this one."""
+    if store.root is None:
+        return None
+    return compare.Kept(keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, writer.old.__contains__,
+                        writer.link_previous)

@@ -1,0 +1,151 @@
+"""The plan of a build: what the archive holds, each run's input key, what the live build already
+has, and so which runs and pages are reused and which are drawn. Made once, before anything is
+written; the build's stages fill in its results."""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sitegen.cache import keys as cache_keys
+from sitegen.cache.store import Store
+from sitegen.config import Config
+from sitegen.errors import Problem
+from sitegen.ingest.scan import scan
+from sitegen.model import ReadOptions, RunSource, slug
+from sitegen.pages.assets import Assets, assets
+from sitegen.pipeline.jobs import RunJob, RunResult
+from sitegen.prepare.assemble import families
+from sitegen.publish.live import live_build, read_manifest
+
+
+@dataclass(eq=False, repr=False)
+class Plan:
+    """One build: its inputs, what to reuse and what to draw, and the results as they come."""
+
+    archive: Path
+    out: Path
+    config: Config
+    store: Store  # the decode cache (``store.root`` None: no cache)
+    source_date_epoch: int | None
+    problems: list[Problem]  # the scan's; the runs' own come with their results
+    jobs: list[RunJob]  # one per run family, in name order
+    keys: list[str]  # each job's input key
+    slugs: list[str]  # each job's folder under runs/
+    assets: Assets
+    log_bytes: int  # of every log file: a small archive is drawn in this process
+    site_key: str  # everything the whole site depends on
+    previous: dict[str, str]  # the live build's input keys: run slug or "compare/<slug>" -> key
+    results: list[RunResult | None] = field(default_factory=list)  # by job, filled by the stages
+
+    def unchanged_runs(self) -> list[int]:
+        """The jobs whose run the live build drew from the same inputs."""
+        return [i for i, (s, k) in enumerate(zip(self.slugs, self.keys)) if self.previous.get(s) == k]
+
+    def to_draw(self) -> list[int]:
+        """The jobs with no result yet: changed runs, and unchanged ones that could not be reused."""
+        return [i for i, r in enumerate(self.results) if r is None]
+
+    def done(self) -> list[RunResult]:
+        return [r for r in self.results if r is not None]
+
+    def run_keys(self) -> dict[str, str]:
+        """Input key by run slug."""
+        return dict(zip(self.slugs, self.keys))
+
+
+def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, verify: bool,
+              source_date_epoch: int | None) -> Plan:
+    """Scan ``archive`` and key every run; nothing is read or drawn yet."""
+    store = Store(cache)
+    problems: list[Problem] = []
+    sources = scan(archive, include=config.runs.include, exclude=config.runs.exclude,
+                   patterns={"tabular": config.formats.metric_files}, problems=problems)
+    fams = families(sources)
+    real = _realpaths([s.directory for s in sources])
+    dirs = sorted(set(real.values()))
+    names = [str(d) for d in dirs]
+    site_assets = assets(config.language, store.blob)
+    options = ReadOptions(verify=verify, max_image_bytes=config.limits.max_image_bytes,
+                          max_text_chars=config.limits.max_text_chars, digest=True)
+    scan_problems = list(problems)
+    jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems)
+            for f in fams]
+    common = cache_keys.common_key(jobs[0]) if jobs else ""
+    keys = [cache_keys.run_key(j, common) for j in jobs]
+    return Plan(
+        archive=archive, out=out, config=config, store=store, source_date_epoch=source_date_epoch,
+        problems=problems, jobs=jobs, keys=keys, slugs=[slug(j.family[0].name) for j in jobs], assets=site_assets,
+        log_bytes=_log_bytes(sources),
+        site_key=_site_key(keys, site_assets.urls, scan_problems, archive, source_date_epoch),
+        previous=_previous_keys(out), results=[None] * len(jobs),
+    )
+
+
+def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path,
+              source_date_epoch: int | None) -> str:
+    """Everything the whole site depends on: each run's input key (code, config, options, log
+    files and folder), the assets, the scan's problems, the archive and the build date."""
+    doc = [keys, urls, [[p.path, p.offset, p.kind, p.message] for p in scan_problems], str(archive), source_date_epoch]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _previous_keys(out: Path) -> dict[str, str]:
+    """``{slug or "compare/<slug>": input key}`` of the live build (from its manifest)."""
+    live = live_build(out)
+    if live is None:
+        return {}
+    try:
+        runs = read_manifest(live).get("runs", {})
+        return {k: v for k, v in runs.items() if isinstance(k, str) and isinstance(v, str)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _log_bytes(sources: list[RunSource]) -> int:
+    """The bytes of the archive's log files (regular files only)."""
+    size = 0
+    for s in sources:
+        for f in s.files:
+            try:
+                st = os.stat(f)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                size += st.st_size
+    return size
+
+
+def _realpaths(folders: list[Path]) -> dict[Path, Path]:
+    """``{folder: folder.resolve()}``, each shared parent resolved once."""
+    memo: dict[str, str] = {}
+
+    def real(path: str) -> str:
+        got = memo.get(path)
+        if got is None:
+            parent, name = os.path.split(path)
+            if not name or parent == path or os.path.islink(path):
+                got = os.path.realpath(path)
+            else:
+                got = os.path.join(real(parent), name)
+            memo[path] = got
+        return got
+
+    return {f: Path(real(os.path.abspath(f)) if ".." not in f.parts else os.path.realpath(f)) for f in folders}
+
+
+def _nested(root: Path, dirs: list[Path], names: list[str]) -> frozenset:
+    """The other run folders inside ``root`` (resolved); ``dirs`` sorted (``names``: as strings),
+    so they form one range."""
+    prefix = str(root).rstrip("/") + "/"
+    i = bisect.bisect_left(names, prefix)
+    out = []
+    while i < len(names) and names[i].startswith(prefix):
+        out.append(dirs[i])
+        i += 1
+    return frozenset(out)

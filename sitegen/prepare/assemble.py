@@ -1,0 +1,82 @@
+"""A run as the site shows it: its sub-runs folded in and each tag's line thinned for its chart."""
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import numpy as np
+import pyarrow as pa
+
+from sitegen.config import Config
+from sitegen.downsample import downsample
+from sitegen.model import ChartLine, RunData, RunSource, SiteRun, grouped_columns, slug
+
+
+def families(sources: list[RunSource]) -> list[list[RunSource]]:
+    """Each top-level run followed by its sub-runs, in name order."""
+    children: dict[str, list[RunSource]] = {}
+    for s in sources:
+        if s.parent is not None:
+            children.setdefault(s.parent, []).append(s)
+    return [[s, *children.get(s.name, [])] for s in sources if s.parent is None]
+
+
+def assemble(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
+    """The run of ``source`` (``data``) with its sub-runs (``subs``) and every chart line."""
+    lines = _lines(data, "", config, source.name)
+    for sub in subs:
+        lines += _lines(sub, None, config, source.name)
+        if not data.hparams and sub.hparams:
+            data.hparams = dict(sub.hparams)
+        for m in sub.hparam_metrics:
+            if m not in data.hparam_metrics:
+                data.hparam_metrics.append(m)
+    lines.sort(key=lambda ln: (ln.tag, ln.label))
+    walls = [w for d in [data, *subs] if d.scalars.num_rows for w in _wall_range(d.scalars)]
+    walls = [w for w in walls if np.isfinite(w)]
+    last_steps = [ln.series.stats.last_step for ln in lines]
+    parts = tuple(PurePosixPath(source.name).parts) if source.name != "." else (".",)
+    experiment = data.meta.get("experiment")
+    if experiment:
+        parts = (experiment, data.meta.get("title") or parts[-1])
+    return SiteRun(
+        name=source.name, slug=slug(source.name), title=data.meta.get("title") or source.name, parts=parts,
+        data=data, sub_runs=subs, lines=lines,
+        start_time=float(data.meta["start_time"]) if data.meta.get("start_time") else (min(walls) if walls else None),
+        end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
+        last_step=max(last_steps) if last_steps else None,
+        directory=source.directory,
+    )
+
+
+def _line_label(sub: RunData, parent: str, tag: str) -> str:
+    """The legend label of a sub-run's line: the add_scalars key, else the sub-run's path."""
+    if sub.hparams or sub.hparam_metrics:
+        return "hparams"
+    rel = PurePosixPath(sub.name).relative_to(parent).as_posix()
+    for prefix in (tag + "/", tag.replace("/", "_") + "_"):
+        if rel.startswith(prefix) and len(rel) > len(prefix):
+            return rel[len(prefix) :]
+    return rel
+
+
+def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list[ChartLine]:
+    """One chart line per selected tag, thinned for the chart; the tags are split in one pass."""
+    table = run.scalars
+    if table.num_rows == 0:
+        return []
+    g, cols = grouped_columns(table)
+    step, wall, value = cols["step"], cols["wall_time"], cols["value"]
+    out = []
+    for i, tag in enumerate(g.tags):
+        a, b = g.bounds[i], g.bounds[i + 1]
+        if b == a or not config.tag_selected(tag):
+            continue
+        series = downsample(step[a:b], wall[a:b], value[a:b], config.charts.points_per_chart)
+        out.append(ChartLine(tag, label if label is not None else _line_label(run, parent, tag), series))
+    return out
+
+
+def _wall_range(table: pa.Table) -> tuple[float, float]:
+    """Smallest and largest wall time, NaN skipped (NaN only if all are)."""
+    w = table.column("wall_time").to_numpy()
+    return float(np.fmin.reduce(w)), float(np.fmax.reduce(w))

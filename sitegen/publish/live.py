@@ -1,0 +1,102 @@
+"""Where an output's builds live, which one is live, its manifest, and whether it is still whole
+(every file there, with the size its manifest gives); and the one check of a path inside a site."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sitegen.errors import Problem, SitegenError
+
+MANIFEST = "manifest.json"
+BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
+
+
+def builds_dir(out: Path) -> Path:
+    """Where the builds behind ``out`` live: a hidden sibling, outside the served tree."""
+    return out.parent / f".{out.name}.builds"
+
+
+def list_builds(out: Path) -> list[Path]:
+    """The finished builds behind ``out``, oldest first."""
+    folder = builds_dir(Path(out))
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if BUILD_NAME.match(p.name) and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda p: (int(BUILD_NAME.match(p.name).group(1)), p.name))
+
+
+def live_build(out: Path) -> Path | None:
+    """The build ``out`` points at, or None when ``out`` is not a symlink to a folder of its
+    builds folder (a dangling one, whose builds were removed, is none)."""
+    out = Path(out)
+    if not out.is_symlink():
+        return None
+    target = (out.parent / os.readlink(out)).resolve()
+    return target if target.parent == builds_dir(out).resolve() and target.is_dir() else None
+
+
+def checked_relpath(rel: str) -> str:
+    """``rel`` when it is a plain relative path (no absolute, empty, ``.`` or ``..`` part, no
+    backslash or NUL), else :class:`SitegenError`: nothing is ever written outside the site."""
+    # (string tests for "", "." and ".." parts, not a split: a rebuild checks thousands of paths)
+    if (not rel or rel[0] == "/" or rel[-1] == "/" or "\\" in rel or "\x00" in rel or "//" in rel or rel in (".", "..")
+            or rel.startswith(("./", "../")) or rel.endswith(("/.", "/..")) or "/./" in rel or "/../" in rel):
+        raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
+    return rel
+
+
+
+
+@dataclass(eq=False, repr=False)
+class Live:
+    """The live build, whole: how many runs and files it has and the problems it reported."""
+
+    folder: Path
+    doc: dict
+    runs: int
+    files: int
+    problems: list[Problem]
+
+
+def whole(out: Path, site_key: str | None = None) -> Live | None:
+    """The live build behind ``out`` when every file of its manifest is there with its size
+    (and, given ``site_key``, when its manifest says it was made from those inputs)."""
+    live = live_build(out)
+    if live is None:
+        return None
+    try:
+        doc = read_manifest(live)
+        if site_key is not None and doc.get("site") != site_key:
+            return None
+        base = str(live) + "/"
+        for rel, entry in doc["files"].items():
+            if os.stat(base + checked_relpath(rel)).st_size != entry["size"]:
+                return None
+        items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
+        problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
+        runs = sum(1 for k in doc.get("runs", {}) if not k.startswith("compare/"))
+        files = len(doc["files"]) + sum((live / n).exists() for n in (MANIFEST, MANIFEST + ".gz"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, SitegenError):
+        return None
+    return Live(live, doc, runs, files, problems)
+
+
+def read_manifest(build: Path) -> dict:
+    """A build's manifest as parsed JSON, parsed once per process while the file stays the same
+    (a rebuild asks it several questions: is the live build whole, which runs and files does
+    it have). Raises OSError/ValueError."""
+    path = os.path.join(build, MANIFEST)
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    doc = _LIVE.get(key)
+    if doc is None:
+        _LIVE.clear()
+        with open(path, "rb") as f:
+            doc = _LIVE[key] = json.loads(f.read())
+    return doc
+
+
+_LIVE: dict[tuple, dict] = {}
