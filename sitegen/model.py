@@ -119,7 +119,9 @@ def _merge_groups(merged: pa.Table, tables: list[pa.Table]) -> None:
         return
     names: dict[str, int] = {}
     codes = []
-    for _, g in known:
+    for k in known:
+        assert k is not None
+        g = k[1]
         tags, part = (g.tags, g.rank) if isinstance(g, TagGroups) else g
         ids = np.array([names.setdefault(tag, len(names)) for tag in tags], np.int64)
         codes.append(ids[part] if len(ids) else np.zeros(0, np.int64))
@@ -146,7 +148,11 @@ def _grouping(local: list[str], codes: np.ndarray) -> TagGroups:
 
 def _remember(table: pa.Table, groups: "TagGroups | tuple[list[str], np.ndarray]") -> None:
     key = id(table)
-    _groups[key] = (weakref.ref(table, lambda _, key=key: _groups.pop(key, None)), groups)
+
+    def forget(_: object) -> None:
+        _groups.pop(key, None)
+
+    _groups[key] = (weakref.ref(table, forget), groups)
 
 
 def strings_from_codes(tags: list[str], codes: np.ndarray) -> pa.Array:

@@ -23,8 +23,25 @@ import pyarrow.ipc as ipc
 
 from sitegen.errors import Problem
 from sitegen.fileio import atomic_write, sha256_file
+from sitegen.model import (
+    RUN_SCALARS_SCHEMA,
+    Artifact,
+    Audio,
+    Curve,
+    Embedding,
+    Histogram,
+    Image,
+    ReadOptions,
+    RunData,
+    SourceFile,
+    Text,
+    merge_parts,
+    numeric_array,
+    remember_tag_groups,
+    strings_from_codes,
+    tag_groups,
+)
 from sitegen.resources import default_cache_dir
-from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData, SourceFile, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes, tag_groups
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +167,8 @@ class Store:
         key = f"{path.resolve()}|{limit}|{st.st_size}|{st.st_mtime_ns}"
         slot = self.root / "hashes" / DECODER_VERSION / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         try:
-            digest, n = slot.read_text("ascii").split()
-            return digest, int(n)
+            digest, size = slot.read_text("ascii").split()
+            return digest, int(size)
         except (OSError, ValueError):
             pass
         digest, n = sha256_file(path, limit)
@@ -194,7 +211,7 @@ class Store:
             log.warning("cannot keep the run summary %s: %s", key, exc)
             return None
 
-    def _summary_read(self, key: str, level: int | None, doc: bool) -> tuple | None:
+    def _summary_read(self, key: str, level: int | None, doc: bool) -> Any:
         """The JSON document of a summary file (``doc``), else its points: (per-line point
         counts, {column: values}) with only the points drawn at ``level`` or a coarser one when
         ``level`` is given (the first points kept), in file order. None when the file is
@@ -211,8 +228,9 @@ class Store:
                 return None
             at = len(_SUMMARY_MAGIC)
             n, size, lines = (int.from_bytes(start[at + 8 * i : at + 8 * i + 8], "little") for i in range(3))
-            types = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
-            if None in types:
+            codes = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
+            types = [t for t in codes if t is not None]
+            if len(types) != len(codes):
                 return None
             row = _row_type(types)
             body = _SUMMARY_HEAD + 4 * lines

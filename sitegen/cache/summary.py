@@ -6,8 +6,6 @@ everything the run's page depends on; the next build reuses it when the key is u
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -33,7 +31,10 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
         walls.append(s.wall_time)
         values.append(s.value)
         levels.append(s.levels if s.levels is not None and len(s.levels) == len(s.step) else np.full(len(s.step), 255, np.uint8))
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+
+    def cat(xs, dt):
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+
     table = {"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
              "value": cat(values, np.float64), "levels": cat(levels, np.uint8)}
     doc = {

@@ -20,12 +20,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sitegen.pages.charts import Plain, json_text, numbers
 from sitegen.downsample import downsample
 from sitegen.downsample import level_bits as downsample_levels
-from sitegen.model import lower_is_better, text_value
+from sitegen.model import HParamValue, Packed, SiteRun, lower_is_better, slug, text_value
+from sitegen.pages.charts import Plain, json_text, numbers
 from sitegen.pages.hptable import Table, comparison_table
-from sitegen.model import HParamValue, Packed, SiteRun, slug
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +259,7 @@ def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points:
             got = drawn.get(key)
             if got is None and kept.have is not None:
                 got = kept.get(group.slug, key)
-                if not (_well_formed(got) and kept.have(prefix + got[4])):
+                if got is None or not (_well_formed(got) and kept.have(prefix + got[4])):
                     got = None
             if got is not None:
                 drawn[key] = got
@@ -316,7 +315,7 @@ def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]], int]:
     by_tag: dict[str, tuple[list[int], list[list[int]], list[int]]] = {}
     base = 0
     size = 0
-    for k, (runs_text, n_runs, _, tags, *_) in enumerate(pieces):
+    for k, (_runs_text, n_runs, _, tags, *_) in enumerate(pieces):
         for pos, (tag, n_lines, text) in enumerate(tags):
             bases, where, counts = by_tag.setdefault(tag, ([], [], []))
             bases.append(base)
@@ -382,10 +381,10 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
         rank = {t: k for k, t in enumerate(names)}
         codes = np.array([rank[t] for t in line_tag], np.int64)
         order = np.argsort(codes, kind="stable")  # by tag, run order kept
-        n = np.array(line_n, np.int64)[order]
+        sizes = np.array(line_n, np.int64)[order]
         first = np.array(line_at, np.int64)[order]
-        ends = np.cumsum(n)
-        idx = np.repeat(first - (ends - n), n) + np.arange(int(ends[-1]))  # each line's points, in that order
+        ends = np.cumsum(sizes)
+        idx = np.repeat(first - (ends - sizes), sizes) + np.arange(int(ends[-1]))  # each line's points, in that order
         x = np.concatenate(steps).astype(np.int64)[idx]
         # seconds since the run's start: float32 is plenty for a time axis; NaN wall times
         # (CSV without a time column) have no place on time axes

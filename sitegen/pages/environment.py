@@ -57,7 +57,7 @@ def markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt  # lazy, like jinja2: a rebuild that changes nothing needs neither
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
-    md.validateLink = _safe_link
+    md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py's documented hook
     return md
 
 class LazyMarkdown:
@@ -140,10 +140,11 @@ def _env(language: str = "en") -> jinja2.Environment:
 def fmt_size(n: int | None) -> str:
     if n is None:
         return ""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return str(n)
 
 @functools.lru_cache(maxsize=4)

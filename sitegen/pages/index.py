@@ -14,7 +14,13 @@ from sitegen.pages import compare
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import Plain
 from sitegen.pages.environment import (
-    RESOURCE_PREFIXES, common_context, fmt_duration, fmt_time, fmt_value, js_data, page_context,
+    RESOURCE_PREFIXES,
+    common_context,
+    fmt_duration,
+    fmt_time,
+    fmt_value,
+    js_data,
+    page_context,
 )
 
 if TYPE_CHECKING:
@@ -65,7 +71,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
         vals = [(v, i) for i, lv in enumerate(lasts) if isinstance(v := lv.get(m), float) and math.isfinite(v)]
         best.append((min(vals) if lower_is_better(m) else max(vals))[1] if len(vals) > 1 else -1)
     data_rows = Plain()  # (no binary column in them: json_text need not look inside)
-    for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
+    for _i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
         tags = sorted({ln.tag for ln in r.lines}, key=str)
         data_rows.append([
@@ -75,10 +81,11 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
             [tag_ids.setdefault(t, len(tag_ids)) for t in tags],
             {str(key_ids.setdefault(k, len(key_ids))): _hp(v) for k, v in sorted(hp.items())},
         ])
+    group_links = {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}
     data = {
         "depth": depth, "metrics": metrics, "lower": [lower_is_better(m) for m in metrics], "best": best,
         "hcols": [key_ids.get(k, -1) for k in varying], "tags": list(tag_ids), "hkeys": list(key_ids),
-        "groups": {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}, "pageRows": PAGE_ROWS, "runs": data_rows,
+        "groups": group_links, "pageRows": PAGE_ROWS, "runs": data_rows,
     }
     rows = [
         {"run": r, "groups": list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), "leaf": r.parts[-1],
@@ -87,8 +94,8 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
     ]
     page = env.get_template("index.html").render(
         **common, root="", assets=assets.urls, rows=rows, total=len(runs), depth=depth, metrics=metrics,
-        row_html=_index_rows(rows, metrics, varying, data["groups"], env.globals["t"]),
-        hparam_names=varying, problems=problems, groups=[g for g in groups], group_links=data["groups"], page_rows=PAGE_ROWS,
+        row_html=_index_rows(rows, metrics, varying, group_links, env.globals["t"]),
+        hparam_names=varying, problems=problems, groups=[g for g in groups], group_links=group_links, page_rows=PAGE_ROWS,
     )
     return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
 

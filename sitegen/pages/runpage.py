@@ -5,23 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from pathlib import PurePosixPath
 from typing import Any
 
 import jinja2
 from markupsafe import Markup, escape
 
-from sitegen.pages import charts
-from sitegen.pages import downloads
 from sitegen.config import Config
 from sitegen.errors import Problem
-from sitegen.model import is_config_tag
-from sitegen.model import HParamValue, RunDetails, SiteRun
-from sitegen.pages import compare
+from sitegen.model import HParamValue, RunDetails, SiteRun, is_config_tag
+from sitegen.pages import charts, compare, downloads
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import json_text
 from sitegen.pages.environment import (
-    RESOURCE_PREFIXES, LazyMarkdown, common_context, fmt_value, js_data, page_context, render_page,
+    RESOURCE_PREFIXES,
+    LazyMarkdown,
+    common_context,
+    fmt_value,
+    js_data,
+    page_context,
+    render_page,
 )
 
 log = logging.getLogger(__name__)
@@ -111,13 +113,13 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, details: R
     images: dict[str, list] = {}
     audio: dict[str, list] = {}
     texts: dict[str, list] = {}
-    by_tag: dict[str, list] = {}
+    images_by_tag: dict[str, list] = {}
     for d in data:
         for im in d.images:
-            by_tag.setdefault(im.tag, []).append((im.step, im, d))
+            images_by_tag.setdefault(im.tag, []).append((im.step, im, d))
     limit = config.limits.max_images_per_tag
     extra: list[Problem] = []
-    for tag, items in by_tag.items():
+    for tag, items in images_by_tag.items():
         if len(items) > limit:  # evenly spread, first and last kept; the page says so
             where = items[0][2].files[0].path if items[0][2].files else run.name
             extra.append(Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)"))

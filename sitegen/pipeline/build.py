@@ -15,7 +15,15 @@ from sitegen.pages import compare
 from sitegen.pages.index import index_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
-    GroupJob, Output, RunJob, draw_group, group_key, keep_run, process_run, reuse_run, run_inputs,
+    GroupJob,
+    Output,
+    RunJob,
+    draw_group,
+    group_key,
+    keep_run,
+    process_run,
+    reuse_run,
+    run_inputs,
 )
 from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead

@@ -16,7 +16,7 @@ import gc
 import logging
 import os
 import sys
-from concurrent.futures import Executor
+from concurrent import futures
 from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
 
 from sitegen.errors import UsageError
@@ -52,7 +52,7 @@ class LocalPool:
 
     def __init__(self, workers: int = 0) -> None:
         self.workers = workers or os.cpu_count() or 1
-        self._pool: Executor | None = None
+        self._pool: futures.Executor | None = None
 
     def __enter__(self) -> LocalPool:
         return self
@@ -62,7 +62,7 @@ class LocalPool:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _started(self) -> Executor:
+    def _started(self) -> futures.Executor:
         if self._pool is None:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
@@ -154,7 +154,7 @@ def _chunks(items: list, n: int) -> list[list]:
     return [items[i * len(items) // n : (i + 1) * len(items) // n] for i in range(n)]
 
 
-def _in_order(pool: Executor, fn: Callable, chunks: list[list], window: int) -> Iterator:
+def _in_order(pool: futures.Executor, fn: Callable, chunks: list[list], window: int) -> Iterator:
     return _in_order_futures(lambda chunk: pool.submit(fn, chunk), chunks, window)
 
 

@@ -10,7 +10,6 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from sitegen.cache import keys as cache_keys
 from sitegen.cache.store import Store

@@ -15,10 +15,19 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from sitegen.model import (
-    Artifact, Environment, RunData, RunDetails, SiteRun, base_tag, grouped_columns, numeric_array, tag_groups, text_value,
-)
 from sitegen.fileio import sha256_file
+from sitegen.model import (
+    Artifact,
+    Environment,
+    RunData,
+    RunDetails,
+    SiteRun,
+    base_tag,
+    grouped_columns,
+    numeric_array,
+    tag_groups,
+    text_value,
+)
 from sitegen.prepare.hparams import parse_config
 
 log = logging.getLogger(__name__)
@@ -185,7 +194,7 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
     code_of: dict[str, int] = {}
     series, tags, parts = [], [], []
     items = sorted(((label, d) for d, label in zip(datas, labels) if d.scalars.num_rows), key=lambda x: x[0])
-    for k, (label, d) in enumerate(items):
+    for k, (_label, d) in enumerate(items):
         g = tag_groups(d.scalars)
         t = d.scalars.select(["step", "wall_time", "value"])
         if not g.in_place:  # numpy's gather (Arrow's take imports pyarrow.compute), shared with the chart lines

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from sitegen.model import HParamValue, RunData, base_tag, is_config_tag
+from sitegen.model import HParamValue, RunData, is_config_tag
 
 log = logging.getLogger(__name__)
 

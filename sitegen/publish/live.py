@@ -25,7 +25,13 @@ def list_builds(out: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     found = [p for p in folder.iterdir() if BUILD_NAME.match(p.name) and p.is_dir() and not p.is_symlink()]
-    return sorted(found, key=lambda p: (int(BUILD_NAME.match(p.name).group(1)), p.name))
+    return sorted(found, key=lambda p: (build_number(p), p.name))
+
+
+def build_number(build: Path) -> int:
+    """The sequence number of a build folder (``000007-3f2a9c1b0d4e``: 7)."""
+    m = BUILD_NAME.match(build.name)
+    return int(m.group(1)) if m else 0
 
 
 def live_build(out: Path) -> Path | None:

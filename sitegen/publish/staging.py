@@ -37,10 +37,10 @@ import stat
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from sitegen.errors import SitegenError, UsageError
-from sitegen.publish.live import BUILD_NAME, builds_dir, checked_relpath, list_builds, live_build, read_manifest
+from sitegen.publish.live import BUILD_NAME, build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
@@ -58,6 +58,7 @@ def needs_twin(rel: str, data: bytes) -> bool:
 
 GZIP_FAST_FROM = 64 * 1024  # zlib only: larger files (page data: mostly base64) get level 1
 
+_isal: Any
 try:  # ISA-L's deflate: 5-7x faster than zlib's level 1 on page data, and as small
     from isal import isal_zlib as _isal
 except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
@@ -85,7 +86,7 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
         return {}
 
 
-def _write_file(path: Path, data: bytes) -> None:
+def _write_file(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -404,7 +405,7 @@ class Staging(Writer):
             h.update(rel.encode("utf-8", "surrogatepass") + b"\0" + bytes.fromhex(self.hashes[rel][0]))
         with _locked(self.folder):
             existing = list_builds(self.out)
-            seq = int(BUILD_NAME.match(existing[-1].name).group(1)) + 1 if existing else 1
+            seq = build_number(existing[-1]) + 1 if existing else 1
             final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
             os.rename(self.root, final)
             if self.durable:  # (a directory's fsync waits for the disk like the sync does)

@@ -16,15 +16,31 @@ import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
+from sitegen.ingest import media
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import read_regular_array
-from sitegen.model import RUN_SCALARS_SCHEMA, Audio, Curve, Histogram, Image, ReadOptions, RunData, RunSource, SourceFile, TagBytes, Text, merge_parts, numeric_array, remember_tag_groups, strings_from_codes
-from sitegen.ingest import media
-from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
-from sitegen.ingest.tfevents.tensor import DT_STRING, Tensor, decode_tensor
 from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents.fast import FastScalars, decode_scalars
+from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
+from sitegen.ingest.tfevents.tensor import Tensor, decode_tensor
 from sitegen.ingest.tfevents.tfrecord import Framing, iter_records
+from sitegen.model import (
+    RUN_SCALARS_SCHEMA,
+    Audio,
+    Curve,
+    Histogram,
+    Image,
+    ReadOptions,
+    RunData,
+    RunSource,
+    SourceFile,
+    TagBytes,
+    Text,
+    merge_parts,
+    numeric_array,
+    remember_tag_groups,
+    strings_from_codes,
+)
 
 log = logging.getLogger(__name__)
 FORMAT = "tfevents"

@@ -38,8 +38,22 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import read_regular
-from sitegen.model import RUN_SCALARS_SCHEMA, empty_table, Audio, Curve, Embedding, Histogram, Image, ReadOptions, RunData, RunSource, SourceFile, Text, merge_parts
 from sitegen.ingest.visualdl.fast import BadWire, Scalar, Walk, fields, signed, varint, walk, wall_times
+from sitegen.model import (
+    RUN_SCALARS_SCHEMA,
+    Audio,
+    Curve,
+    Embedding,
+    Histogram,
+    Image,
+    ReadOptions,
+    RunData,
+    RunSource,
+    SourceFile,
+    Text,
+    empty_table,
+    merge_parts,
+)
 
 FORMAT = "visualdl"
 
@@ -267,7 +281,7 @@ def _parse_value(b: bytes, p: int, e: int, strict: bool, options: ReadOptions, s
         return Scalar(tag, step, ts, int.from_bytes(b[a:z], "little"), layout)
     if kind == _TAGVALUE:
         sub_tag, bits, val = "", 0, None
-        for num, wt, v, c, d in fields(b, a, z):
+        for num, wt, _v, c, d in fields(b, a, z):
             if num == 1 and wt == 2:
                 plain = plain and sub_tag == ""
                 sub_tag = _text(b, c, d)
@@ -294,7 +308,7 @@ def _floats(b: bytes, entries: list, fmt: str) -> np.ndarray:
     """A repeated float/double field, packed or not (later entries append, as protobuf does)."""
     size = 8 if fmt == "<f8" else 4
     parts = []
-    for wt, v, a, z in entries:
+    for wt, _v, a, z in entries:
         if wt == 2:
             if (z - a) % size:
                 raise BadWire("packed floats of a bad length")
@@ -426,7 +440,7 @@ def _curve(b, p, e, tag, step, wt, options, kind):
 
 def _embeddings(b, p, e, tag, step, wt, options):
     rows, dims = 0, set()
-    for num, wtp, v, a, z in fields(b, p, e):
+    for num, wtp, _v, a, z in fields(b, p, e):
         if num == 1 and wtp == 2:
             rows += 1
             vec = _collect(b, a, z)
@@ -444,7 +458,7 @@ def _hparams(b, p, e, tag, step, wt, options):
     out: dict = {}
     metrics = []
     for field_no in (1, 2):
-        for wtp, v, a, z in got.get(field_no, []):
+        for wtp, _v, a, z in got.get(field_no, []):
             if wtp != 2:
                 raise BadWire("bad hparam info")
             name, value = "", None
