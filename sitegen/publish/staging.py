@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sitegen.errors import SitegenError, UsageError
-from sitegen.publish.live import BUILD_NAME, build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
+from sitegen.publish.live import build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
