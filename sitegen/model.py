@@ -47,7 +47,7 @@ _ARROW_OF = {np.dtype("<i8"): pa.int64(), np.dtype("<i4"): pa.int32(), np.dtype(
 def numeric_array(values: np.ndarray, dtype: str | None = None) -> pa.Array:
     """A numpy column as an Arrow array of ``dtype`` (``"<i8"``, ``"<f8"``, ...; None: its own),
     sharing its memory when it already has that type. Not ``pa.array``: its first call with a
-    numpy array imports ``numpy.ma`` (12 ms per process, a tenth of redrawing a run)."""
+    numpy array imports ``numpy.ma`` in every process."""
     a = np.ascontiguousarray(values, dtype=dtype)
     return pa.Array.from_buffers(_ARROW_OF[a.dtype], len(a), [None, pa.py_buffer(a)])
 
@@ -158,7 +158,7 @@ def _remember(table: pa.Table, groups: "TagGroups | tuple[list[str], np.ndarray]
 def strings_from_codes(tags: list[str], codes: np.ndarray) -> pa.Array:
     """``tags[codes]`` as a string array, built with numpy (offsets by a running sum, the bytes
     by one gather): Arrow's dictionary decoding copies one row at a time and imports
-    ``pyarrow.compute`` (~40 ms per process)."""
+    ``pyarrow.compute``."""
     codes = np.asarray(codes)
     ends, data = TagBytes(tags).gather(codes)
     if len(data) >= 2**31:  # int32 offsets would overflow: Arrow's own way, which says so
@@ -353,8 +353,8 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
 
 @dataclass
 class Stats:
-    """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one
-    per line of every reused run (5,000 for 500 runs), and a frozen dataclass is made 7x slower."""
+    """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one per
+    line of every reused run, and a frozen dataclass is much slower to make."""
 
     count: int
     nan: int

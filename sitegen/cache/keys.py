@@ -82,7 +82,7 @@ _DIGESTS: dict[int, tuple[Any, str]] = {}
 
 def _config_digest(config: Any) -> str:
     """:func:`_page_config` hashed, once per config object (``asdict`` deep-copies the whole
-    config: 2 ms, for each of a build's hundreds of comparison pages)."""
+    config, and a build asks for every comparison page)."""
     got = _DIGESTS.get(id(config))
     if got is None or got[0] is not config:  # (configs are frozen dataclasses)
         if len(_DIGESTS) > 64:

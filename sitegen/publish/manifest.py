@@ -101,7 +101,7 @@ def dump(doc: dict[str, Any]) -> bytes:
     """The manifest's bytes: sorted keys, ASCII, and each file on a line of its own (readable,
     and a diff of two builds shows their files). The C encoder and a line break after every
     object that ends a member (``},"`` never occurs inside a JSON string, whose quotes are
-    escaped): ``indent`` runs the pure-Python encoder, 30 ms for a 500-run site."""
+    escaped): ``indent`` would run the pure-Python encoder."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return (text.replace('},"', '},\n"') + "\n").encode("ascii")
 
