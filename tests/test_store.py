@@ -163,7 +163,7 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     import pyarrow as pa
 
     from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
-    from sitegen.cache.store import _narrow, _widen
+    from sitegen.cache.entries import _narrow, _widen
 
     rng = np.random.default_rng(7)
     n = 3000

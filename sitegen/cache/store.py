@@ -18,28 +18,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.ipc as ipc
 
+from sitegen.cache import entries
+from sitegen.cache.entries import narrowest
 from sitegen.errors import Problem
 from sitegen.fileio import atomic_write, sha256_file
 from sitegen.model import (
-    RUN_SCALARS_SCHEMA,
-    Artifact,
-    Audio,
-    Curve,
-    Embedding,
-    Histogram,
-    Image,
     ReadOptions,
     RunData,
-    SourceFile,
-    Text,
     merge_parts,
-    numeric_array,
-    remember_tag_groups,
-    strings_from_codes,
-    tag_groups,
 )
 from sitegen.resources import default_cache_dir
 
@@ -50,17 +37,7 @@ DECODER_VERSION = "2"
 #: hex digits of a key naming its folder: 16 folders per kind, not 256 (a fresh cache made
 #: 512 folders, each costing up to a millisecond; 10,000 runs are still only 625 files a folder)
 SHARD = 1
-_ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
 
-_F64 = pa.list_(pa.float64())
-_SCHEMAS = {
-    "images": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("width", pa.int64()), ("height", pa.int64())]),
-    "audio": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("sample_rate", pa.float64())]),
-    "texts": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("text", pa.large_string())]),
-    "histograms": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("left", _F64), ("right", _F64), ("count", _F64)]),
-    "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
-    "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
-}
 #: a run summary file: the header (magic; points, JSON length and lines as u64; the columns'
 #: types; for each level k of ``sitegen.pages.compare.LEVELS``, the points drawn at level k or a
 #: coarser one, as u64), each line's point count (u32), the points (their columns side by
@@ -68,12 +45,10 @@ _SCHEMAS = {
 _SUMMARY_MAGIC = b"SGSUM04\n"
 _PIECES_MAGIC = b"SGPCS03\n"  # the head of a piece of a comparison page (Store.put_pieces)
 #: the points columns of a run summary, in file order, with the types they are read back as;
-#: each is kept in the narrowest of its ``_NARROW`` types that holds it exactly
+#: each is kept in the narrowest of its ``entries.NARROW`` types that holds it exactly
 SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
 #: and in the file, each point's place in the original order (points are kept coarsest first)
 _FILE_COLUMNS = SUMMARY_COLUMNS + (("pos", "<i4"),)
-_NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",),
-           "pos": ("<u2", "<i4")}
 _TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", "u1": b"B"}
 _CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
 _LEVEL_SLOTS = 8  # bits of a point's level byte
@@ -87,40 +62,12 @@ def _row_type(types: list[str]) -> np.dtype:
 _TOP = np.array([v.bit_length() - 1 for v in range(256)], np.int8)
 
 
-def _narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
-    """``values`` as the narrowest type of column ``name`` that gives them back exactly."""
-    values = np.ascontiguousarray(values, dtype=wide)
-    for dtype in _NARROW[name][:-1]:
-        with np.errstate(over="ignore", invalid="ignore"):
-            narrow = values.astype(dtype)
-        if np.array_equal(narrow.astype(wide).view(f"u{values.itemsize}"), values.view(f"u{values.itemsize}")):
-            return narrow
-    return values.astype(_NARROW[name][-1])
-_TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
 
 
-def _to_table(kind: str, items: list) -> pa.Table:
-    schema = _SCHEMAS[kind]
-    if kind == "curves":
-        rows = {"kind": [c.kind for c in items], "tag": [c.tag for c in items], "step": [c.step for c in items],
-                "wall_time": [c.wall_time for c in items], "names": [list(c.columns) for c in items],
-                "values": [[np.asarray(v, dtype=np.float64).tolist() for v in c.columns.values()] for c in items]}
-    else:
-        rows = {f.name: [_plain(getattr(i, f.name)) for i in items] for f in schema}
-    return pa.table(rows, schema=schema)
 
 
-def _plain(v: Any) -> Any:
-    return v.tolist() if isinstance(v, np.ndarray) else v
 
 
-def _from_table(kind: str, table: pa.Table) -> list:
-    rows = table.to_pylist()
-    if kind == "curves":
-        return [Curve(r["kind"], r["tag"], r["step"], r["wall_time"], {n: np.array(v) for n, v in zip(r["names"], r["values"])}) for r in rows]
-    if kind == "histograms":
-        return [Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows]
-    return [_TYPES[kind](**r) for r in rows]
 
 
 class Store:
@@ -194,8 +141,8 @@ class Store:
         order = np.argsort(-top, kind="stable")
         upto = [int(np.count_nonzero(top >= k)) for k in range(_LEVEL_SLOTS)]
         counts = np.bincount(line, minlength=int(line.max()) + 1 if n else 0).astype("<u4")
-        cols = [*(_narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
-                _narrowest("pos", order, "<i4")]
+        cols = [*(narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
+                narrowest("pos", order, "<i4")]
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
         rows = np.empty(n, _row_type([c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols]))
         for (name, _), c in zip(_FILE_COLUMNS, cols):
@@ -336,6 +283,14 @@ class Store:
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
         return self.root / "files" / DECODER_VERSION / digest[:SHARD] / f"{digest}.entry"
 
+    def _save(self, entry: Path, encode: Callable[..., list], *args: Any) -> None:
+        try:
+            chunks = encode(*args)
+            self._ready()
+            _put(entry, chunks)
+        except OSError as exc:
+            log.warning("cannot write the cache entry %s: %s", entry, exc)
+
     def read_file(
         self,
         path: Path,
@@ -358,149 +313,39 @@ class Store:
                "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars,
                "max_audio_bytes": options.max_audio_bytes}
         entry = self._entry_path(path)
-        header, body = self._header(entry)
+        header, body = entries.read_header(entry)
         if header is not None and header["key"] == key:
-            cached = self._load(entry, header, body)
+            cached = entries.load(entry, header, body)
             if cached is not None:
                 return cached
         if (
             header is not None
             and all(header["key"].get(k) == key[k] for k in key if k not in ("size", "mtime_ns"))
             and header["key"].get("size", st.st_size + 1) <= st.st_size
-            and self._prefix_unchanged(path, header)
+            and entries.prefix_unchanged(path, header)
         ):
-            cached = self._load(entry, header, body)
+            cached = entries.load(entry, header, body)
             if cached is not None:
                 end = header["state"]["end"]
                 tail, state = decode(path, options, start=end, state=header["state"])
                 cached.problems = [p for p in cached.problems if not (p.kind == "truncated" and (p.offset or 0) >= end)]
                 run = merge_parts("", cached.format, [cached, tail])
                 run.files = tail.files
-                self._save(entry, key, state, run, path)
+                self._save(entry, entries.encode, key, state, run, path)
                 return run
         run, state = decode(path, options)
-        self._save(entry, key, state, run, path)
+        self._save(entry, entries.encode, key, state, run, path)
         return run
 
-    @staticmethod
-    def _header(entry: Path) -> tuple[dict | None, pa.Buffer | None]:
-        """An entry's header and the rest of it, its tables (mapped, not read)."""
-        try:
-            body = pa.memory_map(str(entry)).read_buffer()
-            head = len(_ENTRY_MAGIC) + 8
-            if body.size < head or body[: len(_ENTRY_MAGIC)].to_pybytes() != _ENTRY_MAGIC:
-                return None, None
-            size = int.from_bytes(body[len(_ENTRY_MAGIC) : head].to_pybytes(), "little")
-            header = json.loads(body[head : head + size].to_pybytes())
-            return (header, body.slice(head + size)) if isinstance(header, dict) else (None, None)
-        except (OSError, ValueError, pa.ArrowException):
-            return None, None
-
-    @staticmethod
-    def _probe(path: Path, end: int) -> str:
-        """A fingerprint of the decoded prefix: its first 4 KiB and the 64 bytes before ``end``.
-        A file that was replaced rather than appended to almost surely changes one of them."""
-        with path.open("rb") as f:
-            head = f.read(min(4096, end))
-            f.seek(max(end - 64, 0))
-            tail = f.read(min(64, end))
-        return hashlib.sha256(head + b"|" + tail).hexdigest()
-
-    def _prefix_unchanged(self, path: Path, header: dict) -> bool:
-        try:
-            return self._probe(path, header["state"]["end"]) == header.get("probe")
-        except OSError:
-            return False
-
-    def _load(self, entry: Path, header: dict, body: pa.Buffer) -> RunData | None:
-        try:
-            run = RunData(name="", format=header["format"])
-            for kind, (at, size) in header["tables"].items():
-                if at < 0 or size < 0 or at + size > body.size:
-                    raise ValueError(f"table {kind} out of bounds")
-                with ipc.open_file(pa.BufferReader(body.slice(at, size))) as reader:
-                    table = reader.read_all()
-                if kind == "scalars":
-                    run.scalars = _widen(table)
-                else:
-                    setattr(run, kind, _from_table(kind, table))
-            run.files = [SourceFile(Path(f["path"]), f["size"], f["decoded_bytes"], f.get("sha256", "")) for f in header["files"]]
-            run.hparams = header["hparams"]
-            run.hparam_metrics = header["hparam_metrics"]
-            run.meta = header["meta"]
-            run.artifacts = [Artifact(**a) for a in header["artifacts"]]
-            run.problems = [Problem(**p) for p in header["problems"]]
-            return run
-        except (OSError, KeyError, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
-            log.info("cache entry %s unusable (%s); decoding again", entry, exc)
-            return None
-
-    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
-        try:
-            tables: dict[str, pa.Buffer] = {}
-            if run.scalars.num_rows:
-                tables["scalars"] = self._ipc(_narrow(run.scalars))
-            for kind in _SCHEMAS:
-                items = getattr(run, kind)
-                if items:
-                    tables[kind] = self._ipc(_to_table(kind, items))
-            spans, at = {}, 0
-            for kind, blob in tables.items():
-                spans[kind] = [at, len(blob)]
-                at += len(blob)
-            header = {
-                "key": key, "state": state, "format": run.format, "tables": spans, "probe": self._probe(path, state["end"]),
-                "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes, "sha256": f.sha256} for f in run.files],
-                "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
-                "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
-            }
-            text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
-            self._ready()
-            _put(entry, [_ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()])
-        except OSError as exc:
-            log.warning("cannot write the cache entry for %s: %s", path, exc)
-
-    @staticmethod
-    def _ipc(table: pa.Table) -> pa.Buffer:
-        sink = pa.BufferOutputStream()
-        with ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue()
 
 
-def _narrow(table: pa.Table) -> pa.Table:
-    """A run's scalars as the cache keeps them: tags as dictionary codes, steps as int32 and
-    values as float32 where that loses nothing (bit for bit), which halves an entry (TensorBoard
-    scalars are float32; a tag's string per row was 40% of it). Writing bytes is most of what
-    keeping an entry costs; :func:`_widen` restores the table exactly."""
-    if not table.schema.equals(RUN_SCALARS_SCHEMA):  # (a cast imports pyarrow.compute)
-        table = table.cast(RUN_SCALARS_SCHEMA)
-    g = tag_groups(table)
-    codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
-    return pa.table({
-        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes), pa.array(g.tags, pa.string())),
-        "step": numeric_array(_narrowest("step", table.column("step").to_numpy(), "<i8")),
-        "wall_time": table.column("wall_time"),
-        "value": numeric_array(_narrowest("value", table.column("value").to_numpy(), "<f8")),
-    })
 
 
-def _widen(table: pa.Table) -> pa.Table:
-    """The run's scalars from a cache entry's table (:func:`_narrow`, or an entry that kept the
-    plain schema)."""
-    if table.schema.equals(RUN_SCALARS_SCHEMA):
-        return table
-    tag = table.column("tag").combine_chunks()
-    codes = tag.indices.to_numpy(zero_copy_only=False)
-    tags = tag.dictionary.to_pylist()
-    out = pa.table({
-        "tag": strings_from_codes(tags, codes),
-        "step": numeric_array(table.column("step").to_numpy(), "<i8"),
-        "wall_time": numeric_array(table.column("wall_time").to_numpy(), "<f8"),
-        "value": numeric_array(table.column("value").to_numpy(), "<f8"),
-    }, schema=RUN_SCALARS_SCHEMA)
-    remember_tag_groups(out, tags, codes)
-    return out
+
+
+
+
+
 
 
 _made_dirs: set[Path] = set()
