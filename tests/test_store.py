@@ -190,8 +190,10 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     run = RunData(name="", format="tfevents", scalars=table, files=[SourceFile(log, 0, 0)])
     store = Store(tmp_path / "cache")
     store._save(store._entry_path(log), {"k": 1}, {"end": 0}, run, log)
-    header, body = store._header(store._entry_path(log))
-    got = store._load(store._entry_path(log), header, body)
+    from sitegen.cache import entries
+
+    header, body = entries.read_header(store._entry_path(log))
+    got = entries.load(store._entry_path(log), header, body)
     assert got is not None and got.scalars.column("tag").to_pylist() == tags
     assert np.array_equal(got.scalars.column("value").to_numpy().view(np.uint64), value.view(np.uint64))
 

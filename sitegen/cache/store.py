@@ -283,9 +283,9 @@ class Store:
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
         return self.root / "files" / DECODER_VERSION / digest[:SHARD] / f"{digest}.entry"
 
-    def _save(self, entry: Path, encode: Callable[..., list], *args: Any) -> None:
+    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
         try:
-            chunks = encode(*args)
+            chunks = entries.encode(key, state, run, path)
             self._ready()
             _put(entry, chunks)
         except OSError as exc:
@@ -331,10 +331,10 @@ class Store:
                 cached.problems = [p for p in cached.problems if not (p.kind == "truncated" and (p.offset or 0) >= end)]
                 run = merge_parts("", cached.format, [cached, tail])
                 run.files = tail.files
-                self._save(entry, entries.encode, key, state, run, path)
+                self._save(entry, key, state, run, path)
                 return run
         run, state = decode(path, options)
-        self._save(entry, entries.encode, key, state, run, path)
+        self._save(entry, key, state, run, path)
         return run
 
 
