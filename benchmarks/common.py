@@ -46,7 +46,7 @@ ARCHIVE_TAGS = [
 BASE_WALL = 1_750_000_000.0
 
 
-def child_env() -> dict[str, str]:
+def child_env(code: Path | None = None) -> dict[str, str]:
     """The environment for measured children: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, and
     PYTHONDONTWRITEBYTECODE unset: an installed package has its bytecode compiled (pip does it
     at install time), but this sandbox sets the variable, so every measured process compiled
@@ -55,7 +55,7 @@ def child_env() -> dict[str, str]:
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(code or ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
@@ -284,7 +284,7 @@ class TreeSampler:
         return self.peak
 
 
-def measure(argv: list[str], *, timeout: float = 3600, sample: bool = True) -> dict:
+def measure(argv: list[str], *, timeout: float = 3600, sample: bool = True, code: Path | None = None) -> dict:
     """Run ``argv`` in a fresh process; return its JSON result (last stdout line) plus
     ``wall_s`` (process start to exit), ``peak_rss`` (largest single process, getrusage of the
     children) and ``tree_rss`` (sampled sum over the process tree).
@@ -299,7 +299,7 @@ def measure(argv: list[str], *, timeout: float = 3600, sample: bool = True) -> d
     if not sample:
         with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
             t = time.perf_counter()
-            p = subprocess.Popen(argv, stdout=out_f, stderr=err_f, text=True, env=child_env(), cwd=ROOT)
+            p = subprocess.Popen(argv, stdout=out_f, stderr=err_f, text=True, env=child_env(code), cwd=code or ROOT)
             p.wait(timeout=timeout)
             wall = time.perf_counter() - t
             out_f.seek(0)
@@ -309,7 +309,7 @@ def measure(argv: list[str], *, timeout: float = 3600, sample: bool = True) -> d
     else:
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t = time.perf_counter()
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(code), cwd=code or ROOT)
         sampler = TreeSampler(p.pid)
         out, err = p.communicate(timeout=timeout)
         wall = time.perf_counter() - t
@@ -525,6 +525,9 @@ def write_doc() -> None:
               "means other processes competed for the CPU: treat times as upper bounds.", ""]
 
     checks: list[list] = []
+    sd = load("side-by-side")
+    if sd:
+        L += _side_section(sd, checks)
     if rd:
         L += _readers_section(rd, checks)
     if bd:
@@ -716,4 +719,51 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
               "starts workers, which inflates the tree ratio.", ""]
         checks.append([f"memory, {bd['copies']}× a {mbase['runs']}-run archive vs the archive (tree RSS; largest "
                        f"process {xs:.2f}×)", "≤ 1.3×", f"{xt:.2f}×", verdict(xt <= 1.3)])
+    return L
+
+
+def _side_section(sd: dict, checks: list[list]) -> list[str]:
+    """Two versions of sitegen timed in the same rounds (``bench_side_by_side.py``)."""
+    t = sd["times"]
+    lab = sd["labels"]
+    n, big = sd["runs"], sd["scale_runs"]
+    best = {k: min(v) for k, v in t.items()}
+    med = {k: sorted(v)[len(v) // 2] for k, v in t.items()}
+    L = ["## Side by side: this version and an earlier one", "",
+         f"`python benchmarks/bench_side_by_side.py --base <checkout> --repeat {sd['repeat']}`: this checkout "
+         f"({lab['this']}) and the checkout at {lab['base']}, each step timed {sd['repeat']} times in rounds (both "
+         "versions in the same minutes; this machine's speed drifts by up to 2×). *best* is the fastest round, "
+         "*median* the middle one; every round's seconds are listed. Archives: "
+         f"{n} runs and {big:,} runs of the same shape (archive (b) below); appended rebuilds append 1,000 records to "
+         f"3 files (truncated back afterwards). Load average: {sd['load_before'][0]:.1f} at start, "
+         f"{sd['load_after'][0]:.1f} at end.", ""]
+    rows = []
+    for step in ("cold build", "unchanged rebuild", "appended rebuild", f"appended rebuild, {big} runs"):
+        for who in ("base", "this"):
+            k = f"{who}: {step}"
+            if k in t:
+                rows.append([step, lab[who], secs(best[k]), secs(med[k]), ", ".join(f"{x:.2f}" for x in t[k])])
+    if "Rust data server" in t:
+        k = "Rust data server"
+        rows.append([f"Rust data server loading the {n}-run archive", "–", secs(best[k]), secs(med[k]),
+                     ", ".join(f"{x:.2f}" for x in t[k])])
+    L += _table(["step", "version", "best", "median", "every round (s)"], rows)
+    for who in ("base", "this"):
+        name = lab[who]
+        cold, same, grown, grown_big = (f"{who}: cold build", f"{who}: unchanged rebuild", f"{who}: appended rebuild",
+                                        f"{who}: appended rebuild, {big} runs")
+        if cold in best and "Rust data server" in best:
+            ok = best[cold] <= best["Rust data server"]
+            checks.append([f"[{name}] cold {n}-run build vs Rust server", "no slower",
+                           f"{secs(best[cold])} vs {secs(best['Rust data server'])} (medians {secs(med[cold])} vs "
+                           f"{secs(med['Rust data server'])})", verdict(ok)])
+        if same in best and cold in best:
+            pct = 100 * best[same] / best[cold]
+            checks.append([f"[{name}] unchanged rebuild", "≤ 5 % of a full build", f"{pct:.1f} %", verdict(pct <= 5)])
+        if grown in best and grown_big in best:
+            ratio = best[grown_big] / best[grown]
+            checks.append([f"[{name}] appended rebuild, {big:,} vs {n} runs", "≤ 1.5×",
+                           f"{secs(best[grown_big])} / {secs(best[grown])} = {ratio:.2f}× (medians "
+                           f"{med[grown_big] / med[grown]:.2f}×)", verdict(ratio <= 1.5)])
+    L.append("")
     return L
