@@ -1,5 +1,6 @@
-"""The site's shared assets: the Vega bundle, the chart templates, the messages, the page script
-and the style sheet, each under a name that holds a hash of its content (cached for a year)."""
+"""The site's shared assets: the Vega bundle, the chart templates, the messages, the page scripts
+(a shared core and one script per page kind) and the style sheet, each under a name that holds a
+hash of its content (cached for a year)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +16,10 @@ from sitegen.resources import package_stamp, templates_dir
 
 #: ``memo(name, make)``: the bytes ``make()`` returns, kept between builds under ``name``
 Memo = Callable[[str, Callable[[], bytes]], bytes]
+
+#: the browser code in ``templates/static``: ``core.js`` (``window.SITEGEN``, loaded by every
+#: page) and the script of each page kind, loaded after it
+PAGE_SCRIPTS = ("core.js", "index.js", "run.js", "compare.js")
 
 
 def _hashed(path: str, data: bytes) -> str:
@@ -45,7 +50,7 @@ def assets(language: str = "en", memo: Memo = lambda name, make: make()) -> Asse
         "vega.js": vega.bundle(memo),
         "specs.js": _specs(language, memo),
         "messages.js": js_data("SITEGEN_MSG", js_messages(language)),
-        "site.js": (static / "site.js").read_bytes(),
+        **{name: (static / name).read_bytes() for name in PAGE_SCRIPTS},
         "site.css": (static / "site.css").read_bytes(),
     }
     for name, data in items.items():

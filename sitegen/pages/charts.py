@@ -131,7 +131,7 @@ def numbers(values: np.ndarray, *, exact: bool = True) -> Any:
     ``{"f4": ...}`` when float32 holds every value exactly (TensorBoard scalars are float32)
     or ``exact=False`` allows rounding, else ``{"f8d": ...}`` (:func:`_f8_split`) or ``{"f8": ...}``. NaN and infinities travel as
     themselves; the page script turns them into ``null``. Decoded by :func:`decode_numbers`
-    and by ``expand`` in ``site.js``."""
+    and by ``expand`` in ``core.js``."""
     v = np.asarray(values)
     if len(v) == 0:
         return []

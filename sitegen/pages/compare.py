@@ -5,7 +5,7 @@ the data for the config diff.
 Pages stay light with many runs: each line is thinned again (at most ``MAX_POINTS``, fewer when
 the page would pass ``BUDGET`` bytes of data); past a floor of points per line, only the newest
 runs are drawn. The page says when either happened. Smoothing, axes and filters run in the
-browser (``site.js``) on this data; the chart spec stays the one shared template.
+browser (``compare.js``) on this data; the chart spec stays the one shared template.
 """
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def _well_formed(head: Any) -> bool:
 def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]], int]:
     """The pieces as one page's ``"runs":[...],"tags":[...]``: per tag (sorted), the pieces
     that have it, with the index of each piece's first run (``base``) and where the tag's part
-    is (``from``: [piece, position in it]), decoded by ``initCompare`` in ``site.js``; the tags
+    is (``from``: [piece, position in it]), decoded by ``initCompare`` in ``compare.js``; the tags
     and their line counts; and the page's data bytes with its pieces'."""
     by_tag: dict[str, tuple[list[int], list[list[int]], list[int]]] = {}
     base = 0

@@ -32,7 +32,7 @@ def js_data(name: str, obj: Any) -> bytes:
 
 def render_page(template: jinja2.Template, data_json: str, **context: Any) -> bytes:
     """The page's bytes, with ``data_json`` (:func:`json_text`) as its data block (``<script
-    type="application/json" id="sitegen-page">``, read by ``site.js``): in the page itself, so a
+    type="application/json" id="sitegen-page">``, read by ``core.js``): in the page itself, so a
     run page is one file and not two (creating files is a large part of a build's cost), and
     still readable over ``file://``; a strict CSP does not apply to data blocks, which are never
     run. The data is most of a page's bytes: it joins the rendered HTML only as UTF-8, so it is

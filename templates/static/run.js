@@ -1,0 +1,76 @@
+/* Run pages (uses window.SITEGEN from core.js): the image step sliders, the scalars CSV written
+   from scalars.js when asked, and the charts. */
+(function (S) {
+  "use strict";
+  var forEach = S.forEach, msg = S.msg, el = S.el, expand = S.expand;
+
+  /* ---------- image step sliders ---------- */
+
+  function initImages(page) {
+    forEach(document.querySelectorAll("figure.image-step[data-images]"), function (fig) {
+      var items = page.images[Number(fig.dataset.images)];
+      var input = fig.querySelector("input[type=range]"), img = fig.querySelector("img");
+      var out = fig.querySelector("output"), pos = fig.querySelector(".pos");
+      if (!items || !input) return;
+      input.addEventListener("input", function () {
+        var im = items[Number(input.value)];
+        img.src = im.src;
+        if (im.w) { img.width = im.w; img.height = im.h; }
+        out.textContent = im.step;
+        pos.textContent = (Number(input.value) + 1) + " / " + items.length;
+      });
+    });
+  }
+
+  /* ---------- the scalars CSV, written here from scalars.js when asked ---------- */
+
+  function csvText(v) { return '"' + String(v).replace(/"/g, '""') + '"'; }
+
+  function csvNumber(v) {
+    if (v === null || v === undefined) return "";
+    if (v !== v) return "nan";
+    if (v === Infinity) return "inf";
+    if (v === -Infinity) return "-inf";
+    if (v === 0 && 1 / v < 0) return "-0.0";
+    return String(v);
+  }
+
+  function saveCsv(cols, name) {
+    var series = expand(cols.series), tag = expand(cols.tag), step = expand(cols.step, true),
+      wall = expand(cols.wall_time, true), value = expand(cols.value, true);
+    var parts = ['"series","tag","step","wall_time","value"\n'];
+    for (var i = 0; i < step.length; i++) {
+      parts.push(csvText(series[i]) + "," + csvText(tag[i]) + "," + csvNumber(step[i]) + "," +
+        csvNumber(wall[i]) + "," + csvNumber(value[i]) + "\n");
+    }
+    var url = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));
+    var a = el("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+  }
+
+  function initCsv(link) {
+    link.hidden = false;
+    link.addEventListener("click", function (ev) {
+      ev.preventDefault();
+      var done = function () { saveCsv(window.SITEGEN_SCALARS, link.getAttribute("data-file")); };
+      if (window.SITEGEN_SCALARS) return done();
+      var script = document.createElement("script");  // a classic script: works over file://
+      script.src = link.getAttribute("href");
+      script.onload = done;
+      script.onerror = function () { link.parentNode.appendChild(el("span", "error", msg("csv_failed") + " " + script.src)); };
+      document.head.appendChild(script);
+    });
+  }
+
+  S.ready(function () {
+    var page = S.pageData();
+    forEach(document.querySelectorAll("a.csv-download"), initCsv);
+    if (page && page.images) initImages(page);
+    S.drawCharts();
+  });
+})(window.SITEGEN);
