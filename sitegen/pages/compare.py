@@ -123,7 +123,7 @@ class Kept:
 
     ``keys``: the input key of each run (by slug) whose points come from the store, ``salt``:
     the code (a piece is reused only with the code that drew it), ``get(slug, key)``: the head
-    of a piece of a page kept by the last build (:func:`_head`), ``put(slug, heads)``: the
+    of a piece of a page kept by the last build (:meth:`Piece.head`), ``put(slug, heads)``: the
     page's piece heads of this build. ``have(rel)``: whether the live build has the piece's file,
     ``link(rel)``: link it into this build (False when that failed); without them no piece is
     taken from the last build."""
@@ -152,6 +152,50 @@ class Overlay:
     on: int
     files: dict[str, bytes] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False, repr=False)
+class TagPart:
+    """One tag's lines in a piece: their count, and their JSON (``[lines, x, t, y]``) when the
+    piece was drawn in this build (``None`` when it was kept from the last one); ``size``: its length."""
+
+    tag: str
+    lines: int
+    size: int
+    text: str | None = None
+
+
+@dataclass(eq=False, repr=False)
+class Piece:
+    """A few runs' curves, a script file of their own beside the page: the runs' rows (JSON,
+    without brackets), how many runs, whether any line is thinned, each tag's part, and the
+    script's name once it is written (or kept from the last build)."""
+
+    runs_text: str
+    runs: int
+    thinned: bool
+    tags: list[TagPart]
+    file: str = ""
+
+    @property
+    def drawn(self) -> bool:
+        """Drawn in this build (its parts' JSON in memory), not yet written."""
+        return not self.file
+
+    def head(self) -> list:
+        """What the cache keeps of a written piece: ``[run rows, runs, thinned, [[tag, lines,
+        size], ...], file name]``."""
+        return [self.runs_text, self.runs, self.thinned, [[t.tag, t.lines, t.size] for t in self.tags], self.file]
+
+    @classmethod
+    def from_head(cls, head: Any) -> Piece | None:
+        """A piece kept by the last build, from :meth:`head`; None when the cache file was
+        damaged (its shape is checked, and its name must be a piece's)."""
+        ok = (type(head) is list and len(head) == 5 and type(head[0]) is str and type(head[1]) is int
+              and type(head[2]) is bool and type(head[3]) is list and type(head[4]) is str and PIECE_NAME.match(head[4]) is not None
+              and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is int
+                      for t in head[3]))
+        return cls(head[0], head[1], head[2], [TagPart(t, n, size) for t, n, size in head[3]], head[4]) if ok else None
 
 
 PIECE_RUNS = 16  # runs per piece of a page's curves at the coarsest level, on average (see _cuts)
@@ -212,7 +256,7 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
             used += lines_per_run[i]
         dropped = len(runs) - len(keep)
         runs = sorted(keep)
-    drawn: dict[Any, list] = {}
+    drawn: dict[Any, Piece] = {}
     parts = _cuts(group, runs, n_out)
     while True:
         keyed = [_piece(group, labels, part, n_out, points, kept, drawn, prefix) for part in parts]
@@ -222,34 +266,32 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
         n_out = max(MIN_POINTS, int(n_out * budget * 0.85 / size))
     files: dict[str, bytes] = {}  # the pieces drawn: their files
     heads: dict[str, list] = {}
-    final: list[list] = []
+    final: list[Piece] = []
     for (key, piece), part in zip(keyed, parts):
-        if len(piece) == 5 and not (kept is not None and kept.link is not None and kept.link(prefix + piece[4])):
+        if not piece.drawn and not (kept is not None and kept.link is not None and kept.link(prefix + piece.file)):
             piece = _draw(group, labels, part, n_out, points)  # the live build lost its file meanwhile
-        if len(piece) == 4:
+        if piece.drawn:
             name, data = _piece_file(piece)
             files[name] = data
-            piece = [*_head(piece), name]
+            piece = Piece(piece.runs_text, piece.runs, piece.thinned, [TagPart(t.tag, t.lines, t.size) for t in piece.tags], name)
         if key is not None:
-            heads[key] = piece
+            heads[key] = piece.head()
         final.append(piece)
     if kept is not None:
         kept.put(group.slug, heads)
-    names = [p[4] for p in final]
+    names = [p.file for p in final]
     on = min(DEFAULT_ON, len(runs))
-    thinned = any(p[2] for p in final)
+    thinned = any(p.thinned for p in final)
     text += f',"pieces":{json_text(names)},"thinned":{json.dumps(thinned)},"points":{n_out},"dropped":{dropped},"on":{on}'
     drawn_runs = [(labels[i], f"../../runs/{group.runs[i].slug}/index.html") for i in runs]
     return Overlay(text, drawn_runs, tags, thinned, n_out, dropped, on, files, names)
 
 
 def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None,
-           drawn: dict, prefix: str) -> tuple[str | None, list]:
+           drawn: dict, prefix: str) -> tuple[str | None, Piece]:
     """One piece of the curves and its key when its runs' points are in the store (they then
-    depend only on the runs' inputs, the labels and the level). Drawn: ``[run rows (JSON
-    text), runs, thinned, [[tag, lines, JSON text of [lines, x, t, y]], ...]]`` (line records
-    with their run's index in the piece); kept by the last build, with its file still in the
-    live build: its head (:func:`_head`) and that file's name."""
+    depend only on the runs' inputs, the labels and the level): drawn here, or kept by the last
+    build when its file is still in the live build."""
     key = None
     if kept is not None:
         run_keys = [kept.keys.get(group.runs[i].slug) for i in part]
@@ -258,8 +300,8 @@ def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points:
             key = hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
             got = drawn.get(key)
             if got is None and kept.have is not None:
-                got = kept.get(group.slug, key)
-                if got is None or not (_well_formed(got) and kept.have(prefix + got[4])):
+                got = Piece.from_head(kept.get(group.slug, key))
+                if got is not None and not kept.have(prefix + got.file):
                     got = None
             if got is not None:
                 drawn[key] = got
@@ -271,43 +313,30 @@ def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points:
     return key, piece
 
 
-def _draw(group: Group, labels: list[str], part: list[int], n_out: int, points: Points) -> list:
+def _draw(group: Group, labels: list[str], part: list[int], n_out: int, points: Points) -> Piece:
     data = _overlay(group, labels, part, n_out, points)
-    return [json_text(data["runs"])[1:-1], len(part), data["thinned"],
-            [[tg["tag"], len(tg["lines"]), json_text([tg["lines"], tg["x"], tg["t"], tg["y"]])] for tg in data["tags"]]]
-
-
-def _head(piece: list) -> list:
-    """What a page needs of a drawn piece besides its file's content: ``[run rows, runs,
-    thinned, [[tag, lines, length of its part], ...]]`` (kept between builds with the file's name)."""
-    runs_text, n_runs, thinned, tags = piece[:4]
-    return [runs_text, n_runs, thinned, [[tag, n, len(t)] for tag, n, t in tags]]
+    tags = []
+    for tg in data["tags"]:
+        text = json_text([tg["lines"], tg["x"], tg["t"], tg["y"]])
+        tags.append(TagPart(tg["tag"], len(tg["lines"]), len(text), text))
+    return Piece(json_text(data["runs"])[1:-1], len(part), data["thinned"], tags)
 
 
 PIECE_NAME = re.compile(rf"^{PIECE_PREFIX}[0-9a-f]{{32}}\.js$")
 
 
-def _piece_file(piece: list) -> tuple[str, bytes]:
+def _piece_file(piece: Piece) -> tuple[str, bytes]:
     """A drawn piece's script, named by its content (a site does not depend on the cache): it
     files the piece's parts, ``[[tag, [lines, x, t, y]], ...]``, under its name in
     ``window.SITEGEN_PIECES`` (scripts, not data: a page opened from disk cannot fetch files;
     classic scripts load over ``file://``)."""
-    body = ",".join(f"[{json_text(tag)},{text}]" for tag, _, text in piece[3]).encode("utf-8", "surrogatepass")
+    body = ",".join(f"[{json_text(t.tag)},{t.text}]" for t in piece.tags).encode("utf-8", "surrogatepass")
     name = f"{PIECE_PREFIX}{hashlib.sha256(body).hexdigest()[:32]}.js"
     head = f'window.SITEGEN_PIECES=window.SITEGEN_PIECES||{{}};window.SITEGEN_PIECES["{name}"]=['
     return name, b"".join((head.encode("ascii"), body, b"];\n"))
 
 
-def _well_formed(head: Any) -> bool:
-    """Whether a kept head has the shape :func:`overlay_data` keeps (``[*_head(piece), file
-    name]``; a cache file can be damaged, and its name must be a piece's)."""
-    return (type(head) is list and len(head) == 5 and type(head[0]) is str and type(head[1]) is int
-            and type(head[2]) is bool and type(head[3]) is list and type(head[4]) is str and PIECE_NAME.match(head[4]) is not None
-            and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is int
-                    for t in head[3]))
-
-
-def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]], int]:
+def _assemble(pieces: list[Piece]) -> tuple[str, list[tuple[str, int]], int]:
     """The pieces as one page's ``"runs":[...],"tags":[...]``: per tag (sorted), the pieces
     that have it, with the index of each piece's first run (``base``) and where the tag's part
     is (``from``: [piece, position in it]), decoded by ``initCompare`` in ``compare.js``; the tags
@@ -315,18 +344,18 @@ def _assemble(pieces: list[list]) -> tuple[str, list[tuple[str, int]], int]:
     by_tag: dict[str, tuple[list[int], list[list[int]], list[int]]] = {}
     base = 0
     size = 0
-    for k, (_runs_text, n_runs, _, tags, *_) in enumerate(pieces):
-        for pos, (tag, n_lines, text) in enumerate(tags):
-            bases, where, counts = by_tag.setdefault(tag, ([], [], []))
+    for k, piece in enumerate(pieces):
+        for pos, part in enumerate(piece.tags):
+            bases, where, counts = by_tag.setdefault(part.tag, ([], [], []))
             bases.append(base)
             where.append([k, pos])
-            counts.append(n_lines)
-            size += text if isinstance(text, int) else len(text)
-        base += n_runs
+            counts.append(part.lines)
+            size += part.size
+        base += piece.runs
     names = sorted(by_tag, key=str)
     tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"from":{json.dumps(by_tag[t][1])}}}'
                          for t in names)
-    runs_text = ",".join(p[0] for p in pieces if p[1])
+    runs_text = ",".join(p.runs_text for p in pieces if p.runs)
     text = f'"runs":[{runs_text}],"tags":[{tags_text}]'
     return text, [(t, sum(by_tag[t][2])) for t in names], size + len(text)
 

@@ -44,7 +44,7 @@ def test_every_key_used_is_in_the_catalog():
     assert missing == []
     for prefix in prefixes:
         assert any(k.startswith(prefix) for k in en), prefix
-    js = (ROOT / "templates" / "static" / "site.js").read_text("utf-8")
+    js = "".join(p.read_text("utf-8") for p in sorted((ROOT / "templates" / "static").glob("*.js")))
     js_used = set(JS_CALL.findall(js)) - set(JS_PREFIX.findall(js))
     assert js_used and sorted(k for k in js_used if "js." + k not in en) == []
     for prefix in JS_PREFIX.findall(js):
