@@ -14,32 +14,10 @@ Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also
 """
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
 from types import ModuleType
 
-
-class _Readers(Mapping):
-    """Format name -> reader module, each imported when first asked for: a rebuild that takes
-    the last build's scan (:mod:`sitegen.pipeline.rescan`) reads only the formats its changed runs have
-    (the four readers and their value types took ~5 ms to import)."""
-
-    def __init__(self, modules: dict[str, str]) -> None:
-        self._modules = modules
-
-    def __getitem__(self, name: str) -> ModuleType:
-        if name not in self._modules:
-            raise KeyError(name)
-        return importlib.import_module(f"{__name__}.{self._modules[name]}")
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
+from sitegen.ingest import mlflow, tabular, tfevents, visualdl
 
 #: format name -> reader module, in the order the scan asks them (first claim wins); each
 #: module's ``FORMAT`` is its key here (a test holds that)
-READERS: Mapping[str, ModuleType] = _Readers(
-    {"tfevents": "tfevents", "visualdl": "visualdl", "mlflow": "mlflow", "tabular": "tabular"})
+READERS: dict[str, ModuleType] = {"tfevents": tfevents, "visualdl": visualdl, "mlflow": mlflow, "tabular": tabular}
