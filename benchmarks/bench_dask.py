@@ -52,18 +52,19 @@ def child(config: str, archive: Path, work: Path) -> dict:
     """One cold build (runs in a fresh process)."""
     import sitegen.pipeline.build as B
     from sitegen.config import Config
+    from sitegen.pipeline.executors import Dask, LocalPool
 
     out, cache = work / f"site-{config}", work / f"cache-{config}"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     kind, n = config.split("-")
     n = int(n)
-    kw: dict = {}
+    executor: LocalPool | Dask
     startup = 0.0
     cluster = None
     if kind == "local":
-        B.executors.PARALLEL_MIN_BYTES = 0  # use the pool even for a small archive
-        kw["jobs"] = n
+        B.MIN_PARALLEL_BYTES = 0  # use the pool even for a small archive
+        executor = LocalPool(n)
     else:
         from distributed import Client, LocalCluster
 
@@ -72,9 +73,9 @@ def child(config: str, archive: Path, work: Path) -> dict:
         with Client(cluster) as c:
             c.wait_for_workers(n)
         startup = time.perf_counter() - t
-        kw.update(executor="dask", scheduler=cluster.scheduler_address)
+        executor = Dask(cluster.scheduler_address)
     t = time.perf_counter()
-    result = B.build(archive, out, config=Config(title="bench"), cache=cache, **kw)
+    result = B.build(archive, out, B.BuildOptions(config=Config(title="bench"), cache=cache, executor=executor))
     seconds = time.perf_counter() - t
     if cluster is not None:
         cluster.close()

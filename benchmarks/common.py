@@ -714,7 +714,7 @@ def _build_section(bd: dict, rd: dict | None, checks: list[list]) -> list[str]:
               f"Peak memory of a cold build of a {mbase['runs']:,}-run archive vs {bd['copies']} copies of it side by side "
               f"({big['runs']:,} runs, projects renamed, same depth): tree RSS {mb(mbase['tree_rss'])} → "
               f"{mb(big['tree_rss'])} ({xt:.2f}×), largest process {mb(mbase.get('peak_rss'))} → "
-              f"{mb(big.get('peak_rss'))} ({xs:.2f}×). Pick a base archive above sitegen's `PARALLEL_MIN_BYTES` "
+              f"{mb(big.get('peak_rss'))} ({xs:.2f}×). Pick a base archive above sitegen's `MIN_PARALLEL_BYTES` "
               "(64 MB; `--mem-runs 100` or more here): below it the build runs in one process while the 4× build "
               "starts workers, which inflates the tree ratio.", ""]
         checks.append([f"memory, {bd['copies']}× a {mbase['runs']}-run archive vs the archive (tree RSS; largest "
