@@ -414,8 +414,12 @@ class Staging(Writer):
                     doomed.append(trash)
                 except OSError:
                     pass
-        thread = threading.Thread(target=lambda: [shutil.rmtree(p, ignore_errors=True) for p in doomed],
-                                  name="sitegen-retire")
+
+        def remove() -> None:
+            for p in doomed:
+                shutil.rmtree(p, ignore_errors=True)
+
+        thread = threading.Thread(target=remove, name="sitegen-retire")
         thread.start()
         return thread
 
