@@ -34,7 +34,6 @@ import re
 import secrets
 import shutil
 import stat
-import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -359,13 +358,11 @@ class Staging(Writer):
         root.mkdir()
         previous = live_build(out)
         super().__init__(root, previous, _previous_hashes(previous))
-        self._retiring = self._retire_old()
 
     def __enter__(self) -> "Staging":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._retiring.join()
         if exc_type is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -399,33 +396,8 @@ class Staging(Writer):
             checked_relpath(rel)
         self.hashes.update(hashes)
 
-    def _retire_old(self) -> threading.Thread:
-        """Remove, while this build is drawn, the builds its commit would prune (counting it; never
-        the live one) and leftovers of killed builds: they are renamed aside at once and deleted
-        by a thread that the commit waits for. Deleting a large build's files takes as long as
-        linking them, and it overlaps the drawing instead of following it. (A build that fails
-        afterwards leaves one rollback build fewer.)"""
-        with _locked(self.folder):
-            doomed = []
-            for p in _obsolete(self.out, self.keep - 1):
-                trash = self.folder / f".trash-{os.getpid()}-{p.name}"
-                try:
-                    os.rename(p, trash)
-                    doomed.append(trash)
-                except OSError:
-                    pass
-
-        def remove() -> None:
-            for p in doomed:
-                shutil.rmtree(p, ignore_errors=True)
-
-        thread = threading.Thread(target=remove, name="sitegen-retire")
-        thread.start()
-        return thread
-
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""
-        self._retiring.join()
         if self.durable:
             os.sync()  # the whole tree is on storage before it can become live
         h = hashlib.sha256()
