@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 try:  # the fast path; the numpy reference below is its oracle in the tests
     from tsdownsample import MinMaxLTTBDownsampler
 except ImportError:  # pragma: no cover - tsdownsample is a declared dependency
-    MinMaxLTTBDownsampler = None
+    MinMaxLTTBDownsampler = None  # type: ignore[misc, assignment]  # the optional class is checked for None below
 try:
     # tsdownsample's kernel for int64 steps and float64 values, called directly: the public
     # wrapper's argument checks cost ~0.3 ms per call, ten times the kernel on a 2,000-point
@@ -94,6 +94,8 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
         raise ValueError("downsample: empty series")
     base = newest_per_step(step)
     s, v = (step, value) if base is None else (step[base], value[base])
+    lo: int | None  # positions of the finite min and max in (s, v); None: no finite value
+    hi: int | None
     keep = [np.array([0, len(s) - 1])]
     quick = _quick_scan(v) if len(s) > n_out else None
     if quick is not None:  # a long series with no infinity: three passes instead of six

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sitegen.model import SCALARS_SCHEMA, ReadOptions, RunData, empty_table
 from sitegen.ingest import READERS
 from sitegen.ingest.scan import scan
+from sitegen.model import SCALARS_SCHEMA, ReadOptions, RunData, empty_table
 
 
 def read_run(path: str | Path, *, options: ReadOptions = ReadOptions()) -> RunData:

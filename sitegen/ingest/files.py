@@ -43,7 +43,7 @@ def read_regular_array(path: "str | os.PathLike[str]"):
     try:
         f = io.FileIO(fd, "rb", closefd=False)
         buf = np.empty(size, np.uint8)
-        view, n = memoryview(buf), 0
+        view, n = buf.data, 0  # the array's memoryview (numpy's stubs give ndarray no __buffer__ before 3.12)
         while n < size:
             got = f.readinto(view[n:])
             if not got:

@@ -35,17 +35,17 @@ from __future__ import annotations
 import io
 import logging
 import os
-import stat
 import re
+import stat
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
+from sitegen.fileio import sha256_file
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import read_regular
-from sitegen.fileio import sha256_file
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
 log = logging.getLogger(__name__)
@@ -738,8 +738,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         "parent_run": _parent_name(source, tags.get("mlflow.parentRunId", "").strip()),
     }
     run.meta = {k: v for k, v in info.items() if v is not None}
-    for key, value in tags.items():
-        run.meta[f"tag:{key}"] = value
+    for key, tag_value in tags.items():
+        run.meta[f"tag:{key}"] = tag_value
 
     metrics_root = run_dir / "metrics"
     keyed = sorted(((_metric_key(p, metrics_root), Path(p)) for p in source.files), key=lambda kp: kp[0])

@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 
 from sitegen.errors import Problem, UsageError
-from sitegen.model import RunSource
 from sitegen.ingest import READERS
+from sitegen.model import RunSource
 
 log = logging.getLogger(__name__)
 

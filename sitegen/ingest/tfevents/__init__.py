@@ -29,6 +29,7 @@ from sitegen.model import (
     Audio,
     Curve,
     Histogram,
+    HParamValue,
     Image,
     ReadOptions,
     RunData,
@@ -93,7 +94,7 @@ def _metadata(buf: memoryview, val: _Value) -> None:
                 if f2 == 1 and wt2 == LEN:
                     val.plugin = text(v2)
                 elif f2 == 2 and wt2 == LEN:
-                    val.content = bytes(v2)  # type: ignore[arg-type]
+                    val.content = bytes(v2)
 
 
 def _parse_value(buf: memoryview) -> _Value:
@@ -170,6 +171,7 @@ def _hparams(content: bytes, run: RunData) -> None:
         elif fnum == 3 and wt == LEN:
             for f2, wt2, v2 in iter_fields(v):  # type: ignore[arg-type]
                 if f2 == 1 and wt2 == LEN:  # map entry { 1 key, 2 google.protobuf.Value }
+                    value: HParamValue | None
                     key, value = "", None
                     for f3, wt3, v3 in iter_fields(v2):  # type: ignore[arg-type]
                         if f3 == 1 and wt3 == LEN:
@@ -213,17 +215,17 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             data = b""
             for fnum, wt, v in iter_fields(val.image):
                 if fnum == 1 and wt == 0:
-                    h = int(v)  # type: ignore[arg-type]
+                    h = int(v)
                 elif fnum == 2 and wt == 0:
-                    w = int(v)  # type: ignore[arg-type]
+                    w = int(v)
                 elif fnum == 4 and wt == LEN:
-                    data = bytes(v)  # type: ignore[arg-type]
+                    data = bytes(v)
             blobs = [(data, w, h)]
         elif val.tensor is not None:
             t = decode_tensor(val.tensor)
             s = t.strings or []
             dims = [int(x) if x.isdigit() else 0 for x in s[:2]]
-            blobs = [(b, *dims) for b in s[2:]] if len(dims) == 2 else []
+            blobs = [(b, dims[0], dims[1]) for b in s[2:]] if len(dims) == 2 else []
         else:
             blobs = []
         for data, w, h in blobs:
@@ -235,18 +237,19 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             else:
                 run.images.append(Image(val.tag, step, wall, data, mime, w, h))
     elif kind == "audio":
-        blobs, rate = [], 0.0
+        clips: list[bytes]
+        clips, rate = [], 0.0
         if val.audio is not None:
             for fnum, wt, v in iter_fields(val.audio):
                 if fnum == 1 and wt == 5:
                     rate = f32(v)  # type: ignore[arg-type]
                 elif fnum == 4 and wt == LEN:
-                    blobs.append(bytes(v))  # type: ignore[arg-type]
+                    clips.append(bytes(v))
         elif val.tensor is not None:
             t = decode_tensor(val.tensor)
             s = t.strings or []
-            blobs = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
-        for data in blobs:
+            clips = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
+        for data in clips:
             if len(data) > options.max_audio_bytes:
                 run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: audio of {len(data)} bytes over the limit of {options.max_audio_bytes}; not shown"))
             else:
@@ -341,7 +344,7 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     lens = names.lens
     if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
         return strings_from_codes(fs.tag, fs.tag_id)
-    loose = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
+    loose: list[tuple[int, int, np.ndarray | None]] = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
     total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
     total += sum(int(lens[fs.tag_id_of(lo, hi)].sum()) for lo, hi, _ in loose)
     if total >= 2**31:  # int32 offsets of pa.string() would overflow: Arrow's way, which says so
@@ -350,7 +353,8 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     offsets[0] = 0
     data = np.empty(total, np.uint8)
     at = 0  # bytes written so far
-    for lo, hi, tids in sorted(loose + runs, key=lambda x: x[0]):
+    pieces = loose + runs  # tids None: rows whose tags are gathered one by one
+    for lo, hi, tids in sorted(pieces, key=lambda x: x[0]):
         if tids is None:
             ends, piece = names.gather(fs.tag_id_of(lo, hi))
             size = len(piece)

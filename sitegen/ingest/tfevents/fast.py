@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple, cast
 
 import numpy as np
 
@@ -138,6 +138,16 @@ class _Pos:
     layout: ff.Layout | None  # None: goes to `other`
 
 
+if TYPE_CHECKING:
+
+    class _FastPos(_Pos):
+        """A position of ``_Template.fast``: one whose layout is not None (a type, not a class)."""
+
+        layout: ff.Layout
+else:
+    _FastPos = _Pos
+
+
 @dataclass(eq=False, repr=False)
 class _Template:
     """A verified period: what every later period must look like."""
@@ -145,7 +155,7 @@ class _Template:
     pos: list[_Pos]
     period: int  # bytes
     tids: np.ndarray  # tag ids of the fast positions
-    fast: list[_Pos]
+    fast: list[_FastPos]
     # what every later period must repeat (the masked template bytes, the canonical last step
     # bytes), as byte ranges: byte i of each period lies in lo[i]..hi[i] (see ff.byte_ranges)
     lo: np.ndarray
@@ -215,7 +225,7 @@ class _Decoder:
                 off = nxt
                 sigs, recs, last_seen = [], [], {}
                 continue
-            (length,) = struct.unpack_from("<Q", a, off)
+            (length,) = struct.unpack_from("<Q", a, off)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
             stop = off + HEADER + length + FOOTER
             if stop > size:
                 self._problem(off, "truncated", f"incomplete record ({size - off} of {length + HEADER + FOOTER} bytes): not written yet")
@@ -258,8 +268,8 @@ class _Decoder:
         lay, step = hit
         i = self.n
         self.rec[i], self.tid[i], self.step[i] = off, self._tag_id(lay.tag), step
-        self.wall[i] = struct.unpack_from("<d", a, off + HEADER + 1)[0]
-        self.val[i] = struct.unpack_from("<f", a, off + HEADER + lay.value_off)[0]
+        self.wall[i] = struct.unpack_from("<d", a, off + HEADER + 1)[0]  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
+        self.val[i] = struct.unpack_from("<f", a, off + HEADER + lay.value_off)[0]  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
         self.n = i + 1
         return (lay, length)
 
@@ -286,7 +296,7 @@ class _Decoder:
         first = recs[0]
         pos = [_Pos(r - first, s[1], s[0] if s[0] else None) for r, s in zip(recs, sigs)]
         mrow = np.concatenate([ff.record_mask(p.layout, p.n) for p in pos])
-        fast = [p for p in pos if p.layout is not None]
+        fast = cast("list[_FastPos]", [p for p in pos if p.layout is not None])
         step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]  # must not be 0
         return _Template(
             pos, base - first,
@@ -342,7 +352,8 @@ class _Decoder:
         t, segs = self.tpl, self.segs
         if not segs:
             return
-        a, period, fast, nf = self.a, self.tpl.period, self.tpl.fast, len(self.tpl.fast)
+        assert t is not None  # stretches are queued only with their template (see _stretch)
+        a, period, fast, nf = self.a, t.period, t.fast, len(t.fast)
         self.segs, cnt, self.queued = [], self.queued, 0
         if len(segs) == 1:
             blk, b0 = a, segs[0][0]
@@ -351,6 +362,7 @@ class _Decoder:
         if nf:
             r0 = segs[0][2]
             direct = r0 + cnt * nf == self.n  # no slow rows between the stretches
+            out: list[np.ndarray]
             if direct:
                 out = [x[r0 : r0 + cnt * nf].reshape(cnt, nf) for x in (self.step, self.wall, self.val)]
             else:  # slow rows sit between the stretches: decode aside, then copy into place
@@ -401,7 +413,7 @@ class _Decoder:
         n = self.n
         res = FastScalars(self.tags, self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n],
                           self.other, self.problems, end, self.runs)
-        self.problems.sort(key=lambda pr: pr.offset)
+        self.problems.sort(key=lambda pr: cast(int, pr.offset))  # all made by _problem, with an offset
         self.other.sort()
         if not self.bad_rows:
             return res
@@ -415,4 +427,5 @@ class _Decoder:
         remap[order] = np.arange(len(order), dtype=np.int32)
         cols[1] = remap[cols[1]]
         tags = [self.tags[i] for i in order]
-        return FastScalars(tags, *cols, other=self.other, problems=self.problems, end=end)
+        record, tag_id, step, wall_time, value = cols
+        return FastScalars(tags, record, tag_id, step, wall_time, value, other=self.other, problems=self.problems, end=end)

@@ -35,12 +35,12 @@ def col(a: np.ndarray, dtype: np.dtype | str, off: int, count: int, stride: int)
 
 def crc_ok(a: np.ndarray, off: int, length: int) -> bool:
     """Does the payload CRC of the record at ``off`` (payload ``length`` bytes) check out?"""
-    stored = struct.unpack_from("<I", a, off + HEADER + length)[0]
+    stored = struct.unpack_from("<I", a, off + HEADER + length)[0]  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
     return mask(google_crc32c.value(a[off + HEADER : off + HEADER + length])) == stored
 
 
 def length_ok(a: np.ndarray, off: int) -> bool:
-    return mask(google_crc32c.value(a[off : off + 8])) == struct.unpack_from("<I", a, off + 8)[0]
+    return mask(google_crc32c.value(a[off : off + 8])) == struct.unpack_from("<I", a, off + 8)[0]  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
 
 
 def resync(a: np.ndarray, start: int) -> int | None:

@@ -45,6 +45,7 @@ def iter_fields(buf: memoryview | bytes) -> Iterator[tuple[int, int, int | memor
     """
     view = memoryview(buf)
     pos, end = 0, len(view)
+    value: int | memoryview
     while pos < end:
         key, pos = read_varint(view, pos)
         field, wt = key >> 3, key & 7
@@ -97,7 +98,7 @@ def f64(raw: int) -> float:
 def packed(value: int | memoryview, wt: int, fmt: str) -> list:
     """Values of a repeated numeric field, packed (LEN) or not; ``fmt`` is 'f', 'd', 'q' or 'v'."""
     if wt == LEN:
-        data = bytes(value)  # type: ignore[arg-type]
+        data = bytes(value)
         if fmt == "v":
             out, pos, view = [], 0, memoryview(data)
             while pos < len(view):

@@ -32,24 +32,26 @@ def _shape(buf: memoryview) -> tuple[int, ...]:
             size = 0
             for f2, wt2, v2 in iter_fields(value):  # type: ignore[arg-type]
                 if f2 == 1 and wt2 == 0:
-                    size = v2 if v2 < 1 << 63 else v2 - (1 << 64)  # type: ignore[operator]
+                    size = v2 if v2 < 1 << 63 else v2 - (1 << 64)  # type: ignore[operator, assignment]  # a varint: an int
             dims.append(int(size))
     return tuple(dims)
 
 
 def decode_tensor(buf: memoryview) -> Tensor:
+    shape: tuple[int, ...]
+    content: bytes | None
     dtype, shape, content = 0, (), None
     typed: list = []
     strings: list[bytes] = []
     for field, wt, value in iter_fields(buf):
         if field == 1 and wt == 0:
-            dtype = int(value)  # type: ignore[arg-type]
+            dtype = int(value)
         elif field == 2 and wt == LEN:
             shape = _shape(value)  # type: ignore[arg-type]
         elif field == 4 and wt == LEN:
-            content = bytes(value)  # type: ignore[arg-type]
+            content = bytes(value)
         elif field == 8 and wt == LEN:
-            strings.append(bytes(value))  # type: ignore[arg-type]
+            strings.append(bytes(value))
         elif field in _TYPED_FIELDS:
             typed.extend(packed(value, wt, _TYPED_FIELDS[field]))
     size = int(np.prod(shape)) if shape else 1

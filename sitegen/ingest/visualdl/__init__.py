@@ -114,15 +114,17 @@ def decode_bytes(
             run.curves.append(item)
         elif isinstance(item, Embedding):
             run.embeddings.append(item)
-        elif item[0] == "hparams":
-            for k, v in item[1].items():
-                run.hparams.setdefault(k, v)
-            run.hparam_metrics += [m for m in item[2] if m not in run.hparam_metrics]
-        elif item[0] == "title":
-            if item[1]:
-                run.meta.setdefault("title", item[1])
-        elif item[0] == "problem":
-            run.problems.append(Problem(path, off, item[1], item[2]))
+        else:
+            assert isinstance(item, tuple)  # ("hparams", values, metrics), ("title", name) or ("problem", kind, message)
+            if item[0] == "hparams":
+                for k, v in item[1].items():
+                    run.hparams.setdefault(k, v)
+                run.hparam_metrics += [m for m in item[2] if m not in run.hparam_metrics]
+            elif item[0] == "title":
+                if item[1]:
+                    run.meta.setdefault("title", item[1])
+            elif item[0] == "problem":
+                run.problems.append(Problem(path, off, item[1], item[2]))
     run.problems += scalar_problems(run.scalars, path)
     run.problems.sort(key=lambda pr: (pr.offset is None, pr.offset or 0))
     return run
@@ -249,6 +251,7 @@ def _quick_scalar(b: bytes, p: int, e: int) -> Scalar | None:
 def _parse_value(b: bytes, p: int, e: int, strict: bool, options: ReadOptions, single: bool):
     step = ts = 0
     tag = None
+    sub: tuple[int, int] | None
     kind = sub = None
     seen = 0
     spans = {}
@@ -274,7 +277,9 @@ def _parse_value(b: bytes, p: int, e: int, strict: bool, options: ReadOptions, s
     if strict and tag is None:
         raise BadWire("value without tag")
     tag = tag or ""
+    assert sub is not None  # set with kind
     a, z = sub
+    layout: tuple | None  # see Scalar.layout
     if kind == _VALUE:
         plain = plain and seen & ~0b11110 == 0
         layout = (spans.get(1), spans.get(3), a) if plain else None
@@ -423,7 +428,7 @@ def _histogram(b, p, e, tag, step, wt, options):
     return Histogram(tag, step, wt, edges[:-1], edges[1:], hist)
 
 
-def _curve(b, p, e, tag, step, wt, options, kind):
+def _curve(b, p, e, tag, step, wt, options, *, kind):
     got = _collect(b, p, e)
     cols = {k: _ints(b, got.get(i, [])) for i, k in enumerate(("tp", "fp", "tn", "fn"), 1)}
     names = ("precision", "recall") if kind == "pr" else ("tpr", "fpr")
@@ -461,6 +466,7 @@ def _hparams(b, p, e, tag, step, wt, options):
         for wtp, _v, a, z in got.get(field_no, []):
             if wtp != 2:
                 raise BadWire("bad hparam info")
+            value: int | float | str | None
             name, value = "", None
             for num, w2, v2, c, d in fields(b, a, z):
                 if num == 1 and w2 == 0:

@@ -203,6 +203,9 @@ class _Pending:
     """Scalars of slow-parsed records, collected until the next vectorized stretch or the end."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self.idx: list[int] = []
         self.step: list[int] = []
         self.ts: list[int] = []
@@ -217,7 +220,7 @@ class _Pending:
             value[:] = np.array(self.bits, np.uint32).view(np.float32)
             cols.commit(n)
             out.chunks.append((np.array(self.idx, np.int32), n))
-            self.__init__()
+            self._clear()
 
 
 def wall_times(ts: np.ndarray) -> np.ndarray:
@@ -512,7 +515,7 @@ class _Tiled:
 
     def __init__(self, mask: np.ndarray, tmpl: np.ndarray, base: int) -> None:
         self.mask, self.tmpl, self.base = mask, tmpl, base
-        self.words: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.words: dict[int, tuple[np.ndarray, np.ndarray, bytes]] = {}
         self.scratch = np.empty(len(mask) // 8, np.uint64)
 
     def at(self, phase: int) -> tuple[np.ndarray, np.ndarray, bytes]:
