@@ -1,4 +1,5 @@
 """``python -m sitegen``."""
+
 from sitegen.cli import run
 
 run()

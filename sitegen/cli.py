@@ -5,6 +5,7 @@ Errors become one line and an exit code, so a nightly CI job can tell what happe
 2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error; the live
 site is unchanged), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-cache", action="store_true", help="decode everything again and write no cache")
     b.add_argument("--jobs", type=int, default=0, help="worker processes for decoding (default: one per core)")
     b.add_argument("--executor", choices=("local", "dask"), help="where runs are decoded: this machine (default) or a Dask cluster")
-    b.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786); with --executor dask (default: a local cluster)")
-    b.add_argument("--keep", type=int, default=3, metavar="N", help="builds kept beside the live one for rollback, including it (default 3)")
-    b.add_argument("--fsync", action="store_true", help="write the new build to storage before it goes live, so it survives a power cut (waits for the disk)")
+    b.add_argument(
+        "--scheduler", metavar="ADDR", help="Dask scheduler address (tcp://host:8786); with --executor dask (default: a local cluster)"
+    )
+    b.add_argument(
+        "--keep", type=int, default=3, metavar="N", help="builds kept beside the live one for rollback, including it (default 3)"
+    )
+    b.add_argument(
+        "--fsync",
+        action="store_true",
+        help="write the new build to storage before it goes live, so it survives a power cut (waits for the disk)",
+    )
     b.add_argument("--quiet", action="store_true", help="print errors only")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
@@ -54,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8000, help="port (0: any free one; default 8000)")
     s.add_argument("--quiet", action="store_true", help="no request log")
     h = sub.add_parser(
-        "htpasswd", help="print an htpasswd line (apr1) for nginx auth_basic",
+        "htpasswd",
+        help="print an htpasswd line (apr1) for nginx auth_basic",
         description="Print USER:HASH (apr1-md5) for an nginx auth_basic_user_file. Avoid bcrypt with cost >= 10: "
         "nginx re-checks the password on every request (~90 ms each at cost 10); apr1 takes ~5 ms.",
     )
@@ -111,8 +121,15 @@ def _build(args: argparse.Namespace) -> int:
 
     progress = _Progress(enabled=not args.quiet)
     options = BuildOptions(
-        config=config, verify=not args.no_verify, cache=args.cache, use_cache=not args.no_cache, keep=args.keep,
-        source_date_epoch=sde, durable=args.fsync, executor=_executor(args, config), progress=progress,
+        config=config,
+        verify=not args.no_verify,
+        cache=args.cache,
+        use_cache=not args.no_cache,
+        keep=args.keep,
+        source_date_epoch=sde,
+        durable=args.fsync,
+        executor=_executor(args, config),
+        progress=progress,
     )
     try:
         result = build(args.archive, args.out, options)

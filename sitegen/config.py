@@ -3,6 +3,7 @@
 Like mkdocs, the loader collects *every* problem and raises once, and it warns about unknown
 keys instead of failing (a newer config may meet an older sitegen).
 """
+
 from __future__ import annotations
 
 import logging

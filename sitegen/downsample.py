@@ -7,6 +7,7 @@ return *indices*, so one selection applies to every column.
 
 A step written twice (a resumed run) is drawn with its newest value; the raw table keeps both.
 """
+
 from __future__ import annotations
 
 import logging
@@ -133,10 +134,18 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
         nan, posinf, neginf = int(np.isnan(raw_bad).sum()), int(np.isposinf(raw_bad).sum()), int(np.isneginf(raw_bad).sum())
     fs = s
     st = Stats(
-        count=n, nan=nan, posinf=posinf, neginf=neginf,
-        first_step=int(step[0]), first_value=float(value[0]), last_step=int(step[-1]), last_value=float(value[-1]),
-        min_step=None if lo is None else int(fs[lo]), min_value=None if lo is None else float(v[lo]),
-        max_step=None if hi is None else int(fs[hi]), max_value=None if hi is None else float(v[hi]),
+        count=n,
+        nan=nan,
+        posinf=posinf,
+        neginf=neginf,
+        first_step=int(step[0]),
+        first_value=float(value[0]),
+        last_step=int(step[-1]),
+        last_value=float(value[-1]),
+        min_step=None if lo is None else int(fs[lo]),
+        min_value=None if lo is None else float(v[lo]),
+        max_step=None if hi is None else int(fs[hi]),
+        max_value=None if hi is None else float(v[hi]),
     )
     if base is not None and st.min_value is not None:
         # duplicates may hide an older extreme from the drawn series; stats are over every record

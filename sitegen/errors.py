@@ -4,6 +4,7 @@ Readers never raise for damaged input: they report a :class:`Problem` and carry 
 bad file or record never stops the build. Only unusable *usage* (bad config, missing archive)
 raises :class:`SitegenError`; the CLI maps it to one line and exit code 2.
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """The two file operations every stage shares: a content digest and an atomic write."""
+
 from __future__ import annotations
 
 import hashlib

@@ -3,6 +3,7 @@
 Every reader, whatever the log format, returns a :class:`RunData`; scalars are always an Arrow
 table with :data:`RUN_SCALARS_SCHEMA` so the later stages never care where a number came from.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,13 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches([], schema=schema)
 
 
-_ARROW_OF = {np.dtype("<i8"): pa.int64(), np.dtype("<i4"): pa.int32(), np.dtype("<i2"): pa.int16(),
-             np.dtype("<f8"): pa.float64(), np.dtype("<f4"): pa.float32()}
+_ARROW_OF = {
+    np.dtype("<i8"): pa.int64(),
+    np.dtype("<i4"): pa.int32(),
+    np.dtype("<i2"): pa.int16(),
+    np.dtype("<f8"): pa.float64(),
+    np.dtype("<f4"): pa.float32(),
+}
 
 
 def numeric_array(values: np.ndarray, dtype: str | None = None) -> pa.Array:
@@ -215,8 +221,8 @@ def path_in(folder: Path | None, folder_text: str | None, text: str) -> Path:
     """``text`` as a Path, made from ``folder`` (``folder_text`` as a string) when it names a
     file right inside it: half the cost of parsing the whole path, and a rebuild makes one for
     every log file of the archive (from its scan record and its runs' summaries)."""
-    if folder is not None and folder_text and text.startswith(folder_text) and text[len(folder_text):len(folder_text) + 1] == "/":
-        name = text[len(folder_text) + 1:]
+    if folder is not None and folder_text and text.startswith(folder_text) and text[len(folder_text) : len(folder_text) + 1] == "/":
+        name = text[len(folder_text) + 1 :]
         if name and "/" not in name:
             return folder / name
     return Path(text)
@@ -440,8 +446,6 @@ class SiteRun:
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
 
 
-
-
 def slug(name: str, kind: str = "") -> str:
     """A safe, unique folder name for a run (``kind=""``) or a comparison group
     (``kind="group"``): a readable ASCII part and a hash of the exact name. Raw names never
@@ -453,8 +457,11 @@ def slug(name: str, kind: str = "") -> str:
 
 
 # Tag names and hyperparameter values: how every stage reads and shows them.
-CONFIG_TAG = re.compile(r"(^|[/_.\- ])(hparams?|hyper_?params?|hyperparameters?|config|configuration|params|args|arguments|flags)($|[/_.\- ])", re.I)
+CONFIG_TAG = re.compile(
+    r"(^|[/_.\- ])(hparams?|hyper_?params?|hyperparameters?|config|configuration|params|args|arguments|flags)($|[/_.\- ])", re.I
+)
 LOWER_IS_BETTER = re.compile(r"loss|error|perplexity|(?<![a-z])(err|ppl|wer|cer|mse|mae|rmse)(?![a-z])|损失|误差|错误|困惑度")
+
 
 def base_tag(tag: str) -> str:
     return tag[: -len("/text_summary")] if tag.endswith("/text_summary") else tag

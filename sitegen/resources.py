@@ -1,4 +1,5 @@
 """Where the templates and static assets are: inside the wheel, or beside the package in a checkout."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,7 @@
 """The decode cache's entries: what one log file decoded to, in one file: a JSON header, then
 its tables as Arrow IPC files laid end to end. Scalars are kept narrow (tags as dictionary codes,
 int32 steps and float32 values where that loses nothing) and widened back exactly."""
+
 from __future__ import annotations
 
 import hashlib
@@ -37,17 +38,55 @@ ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON he
 
 _F64 = pa.list_(pa.float64())
 _SCHEMAS = {
-    "images": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("width", pa.int64()), ("height", pa.int64())]),
-    "audio": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("data", pa.large_binary()), ("mime", pa.string()), ("sample_rate", pa.float64())]),
+    "images": pa.schema(
+        [
+            ("tag", pa.string()),
+            ("step", pa.int64()),
+            ("wall_time", pa.float64()),
+            ("data", pa.large_binary()),
+            ("mime", pa.string()),
+            ("width", pa.int64()),
+            ("height", pa.int64()),
+        ]
+    ),
+    "audio": pa.schema(
+        [
+            ("tag", pa.string()),
+            ("step", pa.int64()),
+            ("wall_time", pa.float64()),
+            ("data", pa.large_binary()),
+            ("mime", pa.string()),
+            ("sample_rate", pa.float64()),
+        ]
+    ),
     "texts": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("text", pa.large_string())]),
-    "histograms": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("left", _F64), ("right", _F64), ("count", _F64)]),
-    "curves": pa.schema([("kind", pa.string()), ("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("names", pa.list_(pa.string())), ("values", pa.list_(_F64))]),
-    "embeddings": pa.schema([("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]),
+    "histograms": pa.schema(
+        [("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("left", _F64), ("right", _F64), ("count", _F64)]
+    ),
+    "curves": pa.schema(
+        [
+            ("kind", pa.string()),
+            ("tag", pa.string()),
+            ("step", pa.int64()),
+            ("wall_time", pa.float64()),
+            ("names", pa.list_(pa.string())),
+            ("values", pa.list_(_F64)),
+        ]
+    ),
+    "embeddings": pa.schema(
+        [("tag", pa.string()), ("step", pa.int64()), ("wall_time", pa.float64()), ("rows", pa.int64()), ("dims", pa.int64())]
+    ),
 }
 _TYPES = {"images": Image, "audio": Audio, "texts": Text, "histograms": Histogram, "curves": Curve, "embeddings": Embedding}
 #: each column kept in the narrowest of these types that holds it exactly (the last: as read)
-NARROW = {"line": ("<u2", "<i4"), "step": ("<i4", "<i8"), "wall_time": ("<f8",), "value": ("<f4", "<f8"), "levels": ("u1",),
-           "pos": ("<u2", "<i4")}
+NARROW = {
+    "line": ("<u2", "<i4"),
+    "step": ("<i4", "<i8"),
+    "wall_time": ("<f8",),
+    "value": ("<f4", "<f8"),
+    "levels": ("u1",),
+    "pos": ("<u2", "<i4"),
+}
 
 
 def narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
@@ -132,10 +171,17 @@ def encode(key: dict, state: dict, run: RunData, path: Path) -> list:
         spans[kind] = [at, len(blob)]
         at += len(blob)
     header = {
-        "key": key, "state": state, "format": run.format, "tables": spans, "probe": probe(path, state["end"]),
+        "key": key,
+        "state": state,
+        "format": run.format,
+        "tables": spans,
+        "probe": probe(path, state["end"]),
         "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes, "sha256": f.sha256} for f in run.files],
-        "hparams": run.hparams, "hparam_metrics": run.hparam_metrics, "meta": run.meta,
-        "artifacts": [vars(a) for a in run.artifacts], "problems": [vars(p) for p in run.problems],
+        "hparams": run.hparams,
+        "hparam_metrics": run.hparam_metrics,
+        "meta": run.meta,
+        "artifacts": [vars(a) for a in run.artifacts],
+        "problems": [vars(p) for p in run.problems],
     }
     text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
     return [ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()]
@@ -151,9 +197,14 @@ def _ipc(table: pa.Table) -> pa.Buffer:
 def _to_table(kind: str, items: list) -> pa.Table:
     schema = _SCHEMAS[kind]
     if kind == "curves":
-        rows = {"kind": [c.kind for c in items], "tag": [c.tag for c in items], "step": [c.step for c in items],
-                "wall_time": [c.wall_time for c in items], "names": [list(c.columns) for c in items],
-                "values": [[np.asarray(v, dtype=np.float64).tolist() for v in c.columns.values()] for c in items]}
+        rows = {
+            "kind": [c.kind for c in items],
+            "tag": [c.tag for c in items],
+            "step": [c.step for c in items],
+            "wall_time": [c.wall_time for c in items],
+            "names": [list(c.columns) for c in items],
+            "values": [[np.asarray(v, dtype=np.float64).tolist() for v in c.columns.values()] for c in items],
+        }
     else:
         rows = {f.name: [_plain(getattr(i, f.name)) for i in items] for f in schema}
     return pa.table(rows, schema=schema)
@@ -166,9 +217,13 @@ def _plain(v: Any) -> Any:
 def _from_table(kind: str, table: pa.Table) -> list:
     rows = table.to_pylist()
     if kind == "curves":
-        return [Curve(r["kind"], r["tag"], r["step"], r["wall_time"], {n: np.array(v) for n, v in zip(r["names"], r["values"])}) for r in rows]
+        return [
+            Curve(r["kind"], r["tag"], r["step"], r["wall_time"], {n: np.array(v) for n, v in zip(r["names"], r["values"])}) for r in rows
+        ]
     if kind == "histograms":
-        return [Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows]
+        return [
+            Histogram(r["tag"], r["step"], r["wall_time"], np.array(r["left"]), np.array(r["right"]), np.array(r["count"])) for r in rows
+        ]
     return [_TYPES[kind](**r) for r in rows]
 
 
@@ -181,12 +236,14 @@ def _narrow(table: pa.Table) -> pa.Table:
         table = table.cast(RUN_SCALARS_SCHEMA)
     g = tag_groups(table)
     codes = g.rank if len(g.tags) < 2**15 else g.rank.astype(np.int32)
-    return pa.table({
-        "tag": pa.DictionaryArray.from_arrays(numeric_array(codes), pa.array(g.tags, pa.string())),
-        "step": numeric_array(narrowest("step", table.column("step").to_numpy(), "<i8")),
-        "wall_time": table.column("wall_time"),
-        "value": numeric_array(narrowest("value", table.column("value").to_numpy(), "<f8")),
-    })
+    return pa.table(
+        {
+            "tag": pa.DictionaryArray.from_arrays(numeric_array(codes), pa.array(g.tags, pa.string())),
+            "step": numeric_array(narrowest("step", table.column("step").to_numpy(), "<i8")),
+            "wall_time": table.column("wall_time"),
+            "value": numeric_array(narrowest("value", table.column("value").to_numpy(), "<f8")),
+        }
+    )
 
 
 def _widen(table: pa.Table) -> pa.Table:
@@ -197,11 +254,14 @@ def _widen(table: pa.Table) -> pa.Table:
     tag = table.column("tag").combine_chunks()
     codes = tag.indices.to_numpy(zero_copy_only=False)
     tags = tag.dictionary.to_pylist()
-    out = pa.table({
-        "tag": strings_from_codes(tags, codes),
-        "step": numeric_array(table.column("step").to_numpy(), "<i8"),
-        "wall_time": numeric_array(table.column("wall_time").to_numpy(), "<f8"),
-        "value": numeric_array(table.column("value").to_numpy(), "<f8"),
-    }, schema=RUN_SCALARS_SCHEMA)
+    out = pa.table(
+        {
+            "tag": strings_from_codes(tags, codes),
+            "step": numeric_array(table.column("step").to_numpy(), "<i8"),
+            "wall_time": numeric_array(table.column("wall_time").to_numpy(), "<f8"),
+            "value": numeric_array(table.column("value").to_numpy(), "<f8"),
+        },
+        schema=RUN_SCALARS_SCHEMA,
+    )
     remember_tag_groups(out, tags, codes)
     return out

@@ -1,5 +1,6 @@
 """Input keys: what a run page, a comparison page or the whole site depends on, hashed. A key
 that did not change means the live build's pages can be reused as they are."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,7 @@ def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list
                 st = os.stat(full)
             except OSError:
                 continue
-            out.append([full[len(top):].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns])
+            out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns])
             if len(out) >= limit:
                 return out
     return out
@@ -65,7 +66,9 @@ def run_key(job: Any, common: str | None = None) -> str:
                 files.append([os.path.abspath(f), -1, -1])
         fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
     doc = [
-        common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam,
+        common or common_key(job),
+        sorted(str(d) for d in job.nested_dirs),
+        fam,
         _folder_listing(job.family[0].directory, job.nested_dirs),
     ]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,5 +1,6 @@
 """Where the cache keeps each output's stamp (see :mod:`sitegen.pipeline.stamp`): one small JSON
 file per output path. Standard library only."""
+
 from __future__ import annotations
 
 import hashlib

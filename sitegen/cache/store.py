@@ -7,6 +7,7 @@ appended to the entry. Only this module touches the cache folder; every write is
 file + rename), and an unreadable entry is simply decoded again. One file per entry, not a
 folder of them: creating files and folders was a third of what caching a small run cost.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,6 +54,8 @@ _TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", 
 _CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
 _LEVEL_SLOTS = 8  # bits of a point's level byte
 _SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
+
+
 def _row_type(types: list[str]) -> np.dtype:
     """A summary point as it is kept: its columns side by side, packed."""
     return np.dtype([(name, t) for (name, _), t in zip(_FILE_COLUMNS, types)])
@@ -60,14 +63,6 @@ def _row_type(types: list[str]) -> np.dtype:
 
 #: the coarsest level a level byte draws its point at (its highest bit; -1: none)
 _TOP = np.array([v.bit_length() - 1 for v in range(256)], np.int8)
-
-
-
-
-
-
-
-
 
 
 class Store:
@@ -141,8 +136,10 @@ class Store:
         order = np.argsort(-top, kind="stable")
         upto = [int(np.count_nonzero(top >= k)) for k in range(_LEVEL_SLOTS)]
         counts = np.bincount(line, minlength=int(line.max()) + 1 if n else 0).astype("<u4")
-        cols = [*(narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
-                narrowest("pos", order, "<i4")]
+        cols = [
+            *(narrowest(name, np.asarray(columns[name])[order], dtype) for name, dtype in SUMMARY_COLUMNS),
+            narrowest("pos", order, "<i4"),
+        ]
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
         rows = np.empty(n, _row_type([c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols]))
         for (name, _), c in zip(_FILE_COLUMNS, cols):
@@ -151,8 +148,7 @@ class Store:
         head = b"".join(x.to_bytes(8, "little") for x in (n, len(text), len(counts), *upto))
         try:
             self._ready()
-            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(),
-                                                 rows.tobytes(), text])
+            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(), rows.tobytes(), text])
             return text
         except OSError as exc:
             log.warning("cannot keep the run summary %s: %s", key, exc)
@@ -309,9 +305,15 @@ class Store:
             return run
         if self.root is None:
             return decode(path, options)[0]
-        key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "verify": options.verify, "fast": options.fast,
-               "max_image_bytes": options.max_image_bytes, "max_text_chars": options.max_text_chars,
-               "max_audio_bytes": options.max_audio_bytes}
+        key = {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "verify": options.verify,
+            "fast": options.fast,
+            "max_image_bytes": options.max_image_bytes,
+            "max_text_chars": options.max_text_chars,
+            "max_audio_bytes": options.max_audio_bytes,
+        }
         entry = self._entry_path(path)
         header, body = entries.read_header(entry)
         if header is not None and header["key"] == key:
@@ -336,16 +338,6 @@ class Store:
         run, state = decode(path, options)
         self._save(entry, key, state, run, path)
         return run
-
-
-
-
-
-
-
-
-
-
 
 
 _made_dirs: set[Path] = set()

@@ -4,6 +4,7 @@ What the index and comparison pages need of a run (its light :class:`SiteRun`, h
 problems, log files and the list of files of its page) is kept in the store under a key of
 everything the run's page depends on; the next build reuses it when the key is unchanged.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, replace
@@ -15,8 +16,14 @@ from sitegen.errors import Problem
 from sitegen.model import Artifact, ChartLine, Packed, RunData, Series, SiteRun, SourceFile, Stats, path_in
 
 
-def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], sources: list[SourceFile],
-           digests: dict[str, tuple[str, int]] | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+def to_doc(
+    run: SiteRun,
+    hp: dict,
+    files: list[str],
+    problems: list[Problem],
+    sources: list[SourceFile],
+    digests: dict[str, tuple[str, int]] | None = None,
+) -> tuple[dict, dict[str, np.ndarray]]:
     """The summary as a JSON document and its lines' points as columns. A line is a list
     (tag, label, thinned, then the :class:`Stats` fields in order), not an object: a rebuild
     parses hundreds of summaries, and the keys were most of their text."""
@@ -35,16 +42,38 @@ def to_doc(run: SiteRun, hp: dict, files: list[str], problems: list[Problem], so
     def cat(xs, dt):
         return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
 
-    table = {"line": cat(ids, np.int32), "step": cat(steps, np.int64), "wall_time": cat(walls, np.float64),
-             "value": cat(values, np.float64), "levels": cat(levels, np.uint8)}
+    table = {
+        "line": cat(ids, np.int32),
+        "step": cat(steps, np.int64),
+        "wall_time": cat(walls, np.float64),
+        "value": cat(values, np.float64),
+        "levels": cat(levels, np.uint8),
+    }
     doc = {
-        "run": {"name": run.name, "slug": run.slug, "title": run.title, "parts": list(run.parts),
-                "start_time": run.start_time, "end_time": run.end_time, "last_step": run.last_step,
-                "directory": None if run.directory is None else str(run.directory)},
-        "data": {"name": d.name, "format": d.format, "hparams": d.hparams, "hparam_metrics": d.hparam_metrics,
-                 "meta": d.meta, "artifacts": [asdict(a) for a in d.artifacts], "problems": [asdict(p) for p in d.problems],
-                 "files": [[str(f.path), f.size, f.decoded_bytes] for f in d.files]},
-        "lines": lines, "hparams": hp, "files": files, "problems": [asdict(p) for p in problems],
+        "run": {
+            "name": run.name,
+            "slug": run.slug,
+            "title": run.title,
+            "parts": list(run.parts),
+            "start_time": run.start_time,
+            "end_time": run.end_time,
+            "last_step": run.last_step,
+            "directory": None if run.directory is None else str(run.directory),
+        },
+        "data": {
+            "name": d.name,
+            "format": d.format,
+            "hparams": d.hparams,
+            "hparam_metrics": d.hparam_metrics,
+            "meta": d.meta,
+            "artifacts": [asdict(a) for a in d.artifacts],
+            "problems": [asdict(p) for p in d.problems],
+            "files": [[str(f.path), f.size, f.decoded_bytes] for f in d.files],
+        },
+        "lines": lines,
+        "hparams": hp,
+        "files": files,
+        "problems": [asdict(p) for p in problems],
         "sources": [[str(f.path), f.size, f.decoded_bytes] for f in sources],
         "digests": {p: list(d) for p, d in (digests or {}).items()},  # source -> [sha256, bytes hashed]
     }
@@ -75,14 +104,25 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
         return got
 
     data = RunData(
-        name=d["name"], format=d["format"], hparams=d["hparams"], hparam_metrics=d["hparam_metrics"], meta=d["meta"],
-        artifacts=[Artifact(**a) for a in d["artifacts"]], problems=[Problem(**p) for p in d["problems"]],
+        name=d["name"],
+        format=d["format"],
+        hparams=d["hparams"],
+        hparam_metrics=d["hparam_metrics"],
+        meta=d["meta"],
+        artifacts=[Artifact(**a) for a in d["artifacts"]],
+        problems=[Problem(**p) for p in d["problems"]],
         files=[SourceFile(path(p), s, e) for p, s, e in d["files"]],
     )
     run = SiteRun(
-        name=r["name"], slug=r["slug"], title=r["title"], parts=tuple(r["parts"]), data=data,
+        name=r["name"],
+        slug=r["slug"],
+        title=r["title"],
+        parts=tuple(r["parts"]),
+        data=data,
         lines=[_stats_line(tag, label, Stats(*stats), thinned) for tag, label, thinned, *stats in doc["lines"]],
-        start_time=r["start_time"], end_time=r["end_time"], last_step=r["last_step"],
+        start_time=r["start_time"],
+        end_time=r["end_time"],
+        last_step=r["last_step"],
         directory=where,
     )
     sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]

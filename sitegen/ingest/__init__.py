@@ -12,6 +12,7 @@ A reader module provides:
 Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also provide
 ``is_store(directory) -> bool`` and ``discover(directory, archive) -> list[RunSource]``.
 """
+
 from __future__ import annotations
 
 from types import ModuleType

@@ -1,4 +1,5 @@
 """The public Python API: read an archive without building a site."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Sanity checks of a decoded scalar table: reported as problems, never raised."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +8,7 @@ from sitegen.errors import Problem
 from sitegen.model import tag_groups
 
 
-def scalar_problems(
-    table, path: str, *, wall_times: bool = True, steps: bool = False, repeats: bool = True
-) -> list[Problem]:
+def scalar_problems(table, path: str, *, wall_times: bool = True, steps: bool = False, repeats: bool = True) -> list[Problem]:
     """Per-file sanity checks of a decoded scalars table (``tag, step, wall_time, value``).
 
     One problem per kind and tag, never one per record: non-finite wall times ("bad-wall-time";
@@ -30,8 +29,14 @@ def scalar_problems(
         tags = table.column("tag").to_pylist()
         names = sorted({tags[i] for i in np.flatnonzero(bad)})
         shown = ", ".join(repr(t) for t in names[:5]) + (" ..." if len(names) > 5 else "")
-        out.append(Problem(path, None, "bad-wall-time",
-                           f"{int(bad.sum())} scalar records have a NaN/infinite wall time (tags {shown}); kept, not placed on time axes"))
+        out.append(
+            Problem(
+                path,
+                None,
+                "bad-wall-time",
+                f"{int(bad.sum())} scalar records have a NaN/infinite wall time (tags {shown}); kept, not placed on time axes",
+            )
+        )
     if not steps:
         return out
     step = table.column("step").to_numpy(zero_copy_only=False)
@@ -49,7 +54,13 @@ def scalar_problems(
             n = int(wrong.sum())
             first = int(np.flatnonzero(wrong)[0])
             what = "not after" if repeats else "before"
-            out.append(Problem(path, None, "step-order",
-                               f"tag {names[t]!r}: {n} of {len(rows)} records have a step {what} the previous one "
-                               f"(first: step {int(rows[first + 1])} after {int(rows[first])}); kept in file order"))
+            out.append(
+                Problem(
+                    path,
+                    None,
+                    "step-order",
+                    f"tag {names[t]!r}: {n} of {len(rows)} records have a step {what} the previous one "
+                    f"(first: step {int(rows[first + 1])} after {int(rows[first])}); kept in file order",
+                )
+            )
     return out

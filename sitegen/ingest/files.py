@@ -1,4 +1,5 @@
 """Reading a log file whole, refusing anything that is not a regular file."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """Recognise media payloads by their magic bytes: only real images are ever written as images."""
+
 from __future__ import annotations
 
 _IMAGE_MAGIC = (

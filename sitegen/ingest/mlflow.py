@@ -30,6 +30,7 @@ the only one); otherwise it is reported as ``truncated`` and left out.
 (plain, single- and double-quoted scalars including folded continuation lines and escapes,
 ``null``/``~``, nested blocks such as ``tags:`` skipped), so PyYAML is not needed at runtime.
 """
+
 from __future__ import annotations
 
 import io
@@ -73,9 +74,24 @@ def claims(filename: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _ESCAPES = {
-    "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
-    "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
-    "_": "\xa0", "L": "\u2028", "P": "\u2029",
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "\t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    "e": "\x1b",
+    " ": " ",
+    '"': '"',
+    "/": "/",
+    "\\": "\\",
+    "N": "\x85",
+    "_": "\xa0",
+    "L": "\u2028",
+    "P": "\u2029",
 }
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _BREAKS = "\n\r\x85\u2028\u2029"
@@ -195,13 +211,13 @@ def _split_key(line: str) -> tuple[str | None, str]:
         if not m:
             return None, ""
         try:
-            return _fold(line[1 : end + 1], line[0]), after[m.end():]
+            return _fold(line[1 : end + 1], line[0]), after[m.end() :]
         except YamlError:
             return None, ""
     m = _KEY.match(line)
     if not m:
         return None, ""
-    return m.group(1).rstrip(), line[m.end():]
+    return m.group(1).rstrip(), line[m.end() :]
 
 
 def parse_meta_yaml(text: str) -> tuple[dict[str, str | None], list[tuple[int, str]]]:
@@ -239,9 +255,7 @@ def parse_meta_yaml(text: str) -> tuple[dict[str, str | None], list[tuple[int, s
         try:
             if rest == "" or rest.startswith("#"):
                 # null, or a nested block (indented lines, or a "- " sequence at this indent)
-                while i < len(lines) and (
-                    continuation(i) or lines[i][1] == "-" or lines[i][1].startswith("- ")
-                ):
+                while i < len(lines) and (continuation(i) or lines[i][1] == "-" or lines[i][1].startswith("- ")):
                     i += 1
                 result[key] = None
             elif rest[0] in "'\"":
@@ -498,6 +512,7 @@ _LAYOUTS = (
 def _bulk(body: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Parse newline-terminated lines that all share one layout, or None."""
     import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
+
     for names in _LAYOUTS:
         types = {"ts": pa.int64(), "value": pa.float64(), "step": pa.int64()}
         types.update({n: pa.string() for n in names if n not in types})
@@ -506,11 +521,17 @@ def _bulk(body: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
                 io.BytesIO(body),
                 read_options=pacsv.ReadOptions(column_names=list(names), use_threads=True),
                 parse_options=pacsv.ParseOptions(
-                    delimiter=" ", quote_char=False, double_quote=False, escape_char=False,
-                    newlines_in_values=False, ignore_empty_lines=False,
+                    delimiter=" ",
+                    quote_char=False,
+                    double_quote=False,
+                    escape_char=False,
+                    newlines_in_values=False,
+                    ignore_empty_lines=False,
                 ),
                 convert_options=pacsv.ConvertOptions(
-                    column_types=types, null_values=[], strings_can_be_null=False,
+                    column_types=types,
+                    null_values=[],
+                    strings_can_be_null=False,
                     quoted_strings_can_be_null=False,
                 ),
             )
@@ -520,10 +541,7 @@ def _bulk(body: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
             continue
         ts = table.column("ts").to_numpy()
         value = table.column("value").to_numpy()
-        step = (
-            table.column("step").to_numpy()
-            if "step" in names else np.zeros(table.num_rows, dtype=np.int64)
-        )
+        step = table.column("step").to_numpy() if "step" in names else np.zeros(table.num_rows, dtype=np.int64)
         return ts, value, step, len(names)
     return None
 
@@ -754,10 +772,16 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
             continue
         ts, value, step, end, file_problems = parse_metric_bytes(data, str(path))
         problems.extend(file_problems)
-        problems.extend(scalar_problems(
-            pa.table({"tag": pa.array([key] * len(value), pa.string()), "step": step, "wall_time": ts.astype(np.float64), "value": value}),
-            str(path), wall_times=False, repeats=False,
-        ))
+        problems.extend(
+            scalar_problems(
+                pa.table(
+                    {"tag": pa.array([key] * len(value), pa.string()), "step": step, "wall_time": ts.astype(np.float64), "value": value}
+                ),
+                str(path),
+                wall_times=False,
+                repeats=False,
+            )
+        )
         run.files.append(SourceFile(path, len(data), end))
         keys.append(key)
         counts.append(len(value))

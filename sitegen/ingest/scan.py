@@ -5,6 +5,7 @@ Runs nest the way writers make them: a run directory inside another run director
 ``add_hparams`` -> ``<run>/<timestamp>/``), attached to its nearest ancestor run so the site
 shows it on that run's page instead of as a stray run.
 """
+
 from __future__ import annotations
 
 import errno
@@ -87,9 +88,7 @@ def scan(
             files = sorted(f for f in filenames if f in regular and reader.claims(f, *args))
             if files:
                 directory = Path(dirpath)
-                found.append(
-                    RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files))
-                )
+                found.append(RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files)))
                 break
     return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
 

@@ -35,6 +35,7 @@ other lines are still read; a last line without its newline that does not parse 
 fewer cells than the header (CSV) is ``truncated``; text that is not UTF-8 is decoded with
 replacement characters and reported.
 """
+
 from __future__ import annotations
 
 import csv
@@ -66,9 +67,17 @@ TAG_COLUMNS = ("tag", "metric", "name")
 VALUE_COLUMN = "value"
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 MS_THRESHOLD = 1e11  # wall times above this are milliseconds
-_NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
-              "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf,
-              "+infinity": math.inf, "-infinity": -math.inf}
+_NONFINITE = {
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-infinity": -math.inf,
+}
 _INT64_LIMIT = 2.0**63
 
 
@@ -97,6 +106,7 @@ def _py_float(cell: str) -> float | None:
 def _parse_cells(cells: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(values, numeric, empty)`` for a column of text cells (vectorized when all parse)."""
     import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
+
     arr = cells if isinstance(cells, pa.Array) else pa.array(cells, pa.string())
     trimmed = pc.utf8_trim_whitespace(arr)
     empty_arr = pc.equal(trimmed, "")
@@ -128,6 +138,7 @@ def _integral(values: np.ndarray) -> np.ndarray:
 def _exact_ints(cells: Any, values: np.ndarray) -> np.ndarray:
     """Whole-number cells as int64, exact beyond 2**53 when they are written as integers."""
     import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
+
     approx = np.nan_to_num(values).astype(np.int64)
     arr = cells if isinstance(cells, pa.Array) else pa.array(cells, pa.string())
     try:
@@ -269,6 +280,7 @@ def _cell(column: Any, i: int) -> str:
 
 def _stripped(column: Any) -> np.ndarray:
     import pyarrow.compute as pc  # lazy: keeps a rebuild that changes nothing quick
+
     if not isinstance(column, pa.Array):
         column = pa.array(column, pa.string())
     return np.asarray(pc.utf8_trim_whitespace(column).to_numpy(zero_copy_only=False), dtype=object)
@@ -325,8 +337,14 @@ def _grid_python(spath: str, data: bytes, dec: _Text, delim: str, problems: list
         decoded = off
     long_rows = [i for i, r in enumerate(body) if len(r) > ncol]
     if long_rows:
-        sink.append(Problem(spath, offset_of(1 + long_rows[0]), "bad-record",
-                            f"{len(long_rows)} row(s) have more cells than the header's {ncol}; extra cells ignored"))
+        sink.append(
+            Problem(
+                spath,
+                offset_of(1 + long_rows[0]),
+                "bad-record",
+                f"{len(long_rows)} row(s) have more cells than the header's {ncol}; extra cells ignored",
+            )
+        )
     if any(len(r) != ncol for r in body):
         body = [r[:ncol] if len(r) >= ncol else r + [""] * (ncol - len(r)) for r in body]
     columns = [list(c) for c in zip(*body)] if body else [[] for _ in range(ncol)]
@@ -336,9 +354,10 @@ def _grid_python(spath: str, data: bytes, dec: _Text, delim: str, problems: list
 def _grid_arrow(spath: str, data: bytes, dec: _Text, delim: str) -> _Grid | None:
     """The fast path: pyarrow's CSV parser, all cells as strings; None when in doubt."""
     import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
+
     if dec.encoding != "utf-8":
         return None
-    body = data[dec.bom:]
+    body = data[dec.bom :]
     nl = body.find(b"\n")
     if nl < 0 or b'"' in body[:nl] or not body.endswith((b"\n", b"\r")):
         return None  # header spanning lines, or a last line that may be cut short
@@ -357,7 +376,9 @@ def _grid_arrow(spath: str, data: bytes, dec: _Text, delim: str) -> _Grid | None
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=delim, newlines_in_values=True, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names}, null_values=[], strings_can_be_null=False,
+                column_types={n: pa.string() for n in names},
+                null_values=[],
+                strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
         )
@@ -407,9 +428,15 @@ def _read_csv(path: Path, data: bytes, out: _Out, problems: list[Problem]) -> in
             bad_rows = np.flatnonzero(bad)
             if len(bad_rows):
                 first = int(bad_rows[0])
-                problems.append(Problem(spath, offset_of_row(first), "bad-value",
-                                        f"step column {header[j]!r}: {len(bad_rows)} non-numeric cell(s) "
-                                        f"(first {_cell(columns[j], first)[:40]!r}); row numbers used instead"))
+                problems.append(
+                    Problem(
+                        spath,
+                        offset_of_row(first),
+                        "bad-value",
+                        f"step column {header[j]!r}: {len(bad_rows)} non-numeric cell(s) "
+                        f"(first {_cell(columns[j], first)[:40]!r}); row numbers used instead",
+                    )
+                )
             break
     # wall time
     wall = np.full(nrows, np.nan)
@@ -425,8 +452,14 @@ def _read_csv(path: Path, data: bytes, out: _Out, problems: list[Problem]) -> in
 
     def report_bad(name: str, bad: np.ndarray, cells: Any) -> None:
         first = int(bad[0])
-        problems.append(Problem(spath, offset_of_row(first), "bad-value",
-                                f"column {name!r}: {len(bad)} non-numeric cell(s) skipped (first {_cell(cells, first)[:40]!r})"))
+        problems.append(
+            Problem(
+                spath,
+                offset_of_row(first),
+                "bad-value",
+                f"column {name!r}: {len(bad)} non-numeric cell(s) skipped (first {_cell(cells, first)[:40]!r})",
+            )
+        )
 
     tag_cols = _first(lower, TAG_COLUMNS)
     if VALUE_COLUMN in lower and tag_cols:
@@ -567,8 +600,9 @@ def _read_jsonl(path: Path, data: bytes, out: _Out, problems: list[Problem]) -> 
             if x is not None and _integral(np.array([x])).all():
                 step = int(x)
             else:
-                problems.append(Problem(spath, offsets[row], "bad-value",
-                                        f"step {s!r} of key {step_key!r} is not a whole number; row number used"))
+                problems.append(
+                    Problem(spath, offsets[row], "bad-value", f"step {s!r} of key {step_key!r} is not a whole number; row number used")
+                )
         wall = math.nan
         if wall_key is not None and wall_key in r:
             w = r[wall_key]

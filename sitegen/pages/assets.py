@@ -1,6 +1,7 @@
 """The site's shared assets: the Vega bundle, the chart templates, the messages, the page scripts
 (a shared core and one script per page kind) and the style sheet, each under a name that holds a
 hash of its content (cached for a year)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,10 +27,12 @@ def _hashed(path: str, data: bytes) -> str:
     stem, dot, ext = path.rpartition(".")
     return f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.{ext}"
 
+
 @dataclass(eq=False, repr=False)
 class Assets:
     files: dict[str, bytes]
     urls: dict[str, str]  # logical name -> path from the site root
+
 
 def _specs(language: str, memo: Memo) -> bytes:
     """The chart templates' script; built with altair only when the store has no copy for this
@@ -39,6 +42,7 @@ def _specs(language: str, memo: Memo) -> bytes:
     h.update(json.dumps(js_messages(language), sort_keys=True).encode() + package_stamp("altair").encode())
     make = lambda: js_data("SITEGEN_SPECS", charts.templates(language))  # noqa: E731
     return memo(f"specs-{language}-{h.hexdigest()[:16]}.js", make)
+
 
 def assets(language: str = "en", memo: Memo = lambda name, make: make()) -> Assets:
     """The site's shared scripts and styles, with content-hashed names; ``memo(name, make)``

@@ -8,6 +8,7 @@ write: numbers as compact binary or progressions (:func:`numbers`), labels run-l
 Non-finite values become ``null`` in the page with a kind flag ``k`` ("nan", "+inf", "-inf") and
 are drawn as red rules, never dropped.
 """
+
 from __future__ import annotations
 
 import base64

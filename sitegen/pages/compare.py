@@ -7,6 +7,7 @@ the page would pass ``BUDGET`` bytes of data); past a floor of points per line, 
 runs are drawn. The page says when either happened. Smoothing, axes and filters run in the
 browser (``compare.js``) on this data; the chart spec stays the one shared template.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -191,10 +192,17 @@ class Piece:
     def from_head(cls, head: Any) -> Piece | None:
         """A piece kept by the last build, from :meth:`head`; None when the cache file was
         damaged (its shape is checked, and its name must be a piece's)."""
-        ok = (type(head) is list and len(head) == 5 and type(head[0]) is str and type(head[1]) is int
-              and type(head[2]) is bool and type(head[3]) is list and type(head[4]) is str and PIECE_NAME.match(head[4]) is not None
-              and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is int
-                      for t in head[3]))
+        ok = (
+            type(head) is list
+            and len(head) == 5
+            and type(head[0]) is str
+            and type(head[1]) is int
+            and type(head[2]) is bool
+            and type(head[3]) is list
+            and type(head[4]) is str
+            and PIECE_NAME.match(head[4]) is not None
+            and all(type(t) is list and len(t) == 3 and type(t[0]) is str and type(t[1]) is int and type(t[2]) is int for t in head[3])
+        )
         return cls(head[0], head[1], head[2], [TagPart(t, n, size) for t, n, size in head[3]], head[4]) if ok else None
 
 
@@ -223,8 +231,9 @@ def _cuts(group: Group, runs: list[int], n_out: int = MIN_POINTS) -> list[list[i
     return out
 
 
-def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None,
-                 kept: Kept | None = None, prefix: str = "") -> Overlay:
+def overlay_data(
+    group: Group, labels: list[str], *, budget: int = BUDGET, points: Points | None = None, kept: Kept | None = None, prefix: str = ""
+) -> Overlay:
     """Per tag, one thinned line per (run, sub-run line), sized to fit ``budget``.
 
     ``points(run, level)``: the run's points, when the summaries in memory keep only the lines'
@@ -287,8 +296,9 @@ def overlay_data(group: Group, labels: list[str], *, budget: int = BUDGET, point
     return Overlay(text, drawn_runs, tags, thinned, n_out, dropped, on, files, names)
 
 
-def _piece(group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None,
-           drawn: dict, prefix: str) -> tuple[str | None, Piece]:
+def _piece(
+    group: Group, labels: list[str], part: list[int], n_out: int, points: Points, kept: Kept | None, drawn: dict, prefix: str
+) -> tuple[str | None, Piece]:
     """One piece of the curves and its key when its runs' points are in the store (they then
     depend only on the runs' inputs, the labels and the level): drawn here, or kept by the last
     build when its file is still in the live build."""
@@ -353,8 +363,7 @@ def _assemble(pieces: list[Piece]) -> tuple[str, list[tuple[str, int]], int]:
             size += part.size
         base += piece.runs
     names = sorted(by_tag, key=str)
-    tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"from":{json.dumps(by_tag[t][1])}}}'
-                         for t in names)
+    tags_text = ",".join(f'{{"tag":{json_text(t)},"base":{json.dumps(by_tag[t][0])},"from":{json.dumps(by_tag[t][1])}}}' for t in names)
     runs_text = ",".join(p.runs_text for p in pieces if p.runs)
     text = f'"runs":[{runs_text}],"tags":[{tags_text}]'
     return text, [(t, sum(by_tag[t][2])) for t in names], size + len(text)
@@ -424,10 +433,15 @@ def _overlay(group: Group, labels: list[str], runs: list[int], n_out: int, point
         lo = k0 = 0
         for tag, c in zip(names, counts):
             hi, k1 = bounds[k0 + c], k0 + c
-            tags.append({
-                "tag": tag, "lines": Plain(line_rec[j] for j in order[k0:k1].tolist()),
-                "x": numbers(x[lo:hi]), "t": numbers(t[lo:hi], exact=False), "y": numbers(y[lo:hi]),
-            })
+            tags.append(
+                {
+                    "tag": tag,
+                    "lines": Plain(line_rec[j] for j in order[k0:k1].tolist()),
+                    "x": numbers(x[lo:hi]),
+                    "t": numbers(t[lo:hi], exact=False),
+                    "y": numbers(y[lo:hi]),
+                }
+            )
             lo, k0 = hi, k1
     return {"runs": run_rows, "tags": tags, "thinned": thinned_any}
 
@@ -446,7 +460,9 @@ def _finals(run: SiteRun) -> tuple[dict[str, float], dict[str, float]]:
     return final, best
 
 
-def hparam_section(runs: list[SiteRun], labels: list[str], hps: list[dict[str, HParamValue]], metrics: list[str]) -> tuple[Table, list[dict[str, Any]], list[dict[str, str]]]:
+def hparam_section(
+    runs: list[SiteRun], labels: list[str], hps: list[dict[str, HParamValue]], metrics: list[str]
+) -> tuple[Table, list[dict[str, Any]], list[dict[str, str]]]:
     """The table, the hparam charts' data (parallel coordinates, scatter) and the configs."""
     fb = [_finals(r) for r in runs]
     table = comparison_table(hps, [f for f, _ in fb], [b for _, b in fb], metrics)

@@ -1,5 +1,6 @@
 """A comparison page: the overlaid curves of a group's runs (in piece scripts beside the page),
 the hyperparameter table, parallel coordinates, scatter plots and the config diff."""
+
 from __future__ import annotations
 
 import math
@@ -17,12 +18,19 @@ if TYPE_CHECKING:
     from markupsafe import Markup
 
 
-def compare_files(group: compare.Group, hps: list[dict[str, HParamValue]], config: Config, assets: Assets,
-                  points: compare.Points | None = None, kept: compare.Kept | None = None) -> dict[str, bytes]:
+def compare_files(
+    group: compare.Group,
+    hps: list[dict[str, HParamValue]],
+    config: Config,
+    assets: Assets,
+    points: compare.Points | None = None,
+    kept: compare.Kept | None = None,
+) -> dict[str, bytes]:
     """One comparison page and its data (``hps``: of ``group.runs``; runs in workers; ``kept``:
     the pieces of the last build's page, see :func:`sitegen.pages.compare.overlay_data`)."""
     env, _ = page_context(config.language)
     return _compare_page(env, group, hps, config, assets, common_context(config), points, kept)
+
 
 def _compare_page(env, group, hps, config, assets, common, points=None, kept=None) -> dict[str, bytes]:
     prefix = f"compare/{group.slug}/"
@@ -35,30 +43,45 @@ def _compare_page(env, group, hps, config, assets, common, points=None, kept=Non
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     rest_json = json_text(rest)
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept,
-                                   prefix=prefix)
+    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept, prefix=prefix)
     # the page's data, {"kind": "compare", **overlay, **rest}, from the two halves (``rest`` is
     # encoded once: for 500 runs that is a third of the data)
     data_json = '{"kind":"compare",' + overlay.text + "," + rest_json[1:]
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
     t = env.globals["t"]
     page = render_page(
-        env.get_template("compare.html"), data_json,
-        **common, root="../../", assets=assets.urls, group=group, labels=labels[first:], overlay=overlay, table=table,
-        table_runs=table_runs, hcharts=hcharts, crumbs=crumbs, metrics=metrics,
-        run_items=_run_items(overlay), table_body=_table_body(table, table_runs, labels[first:], "../../", t),
+        env.get_template("compare.html"),
+        data_json,
+        **common,
+        root="../../",
+        assets=assets.urls,
+        group=group,
+        labels=labels[first:],
+        overlay=overlay,
+        table=table,
+        table_runs=table_runs,
+        hcharts=hcharts,
+        crumbs=crumbs,
+        metrics=metrics,
+        run_items=_run_items(overlay),
+        table_body=_table_body(table, table_runs, labels[first:], "../../", t),
     )
     return {prefix + "index.html": page, **{prefix + name: data for name, data in overlay.files.items()}}
+
 
 def _run_items(overlay: compare.Overlay) -> Markup:
     """The run picker's items (``<li>`` per drawn run; the newest ``on`` are checked)."""
     from markupsafe import Markup, escape
 
     n, on = len(overlay.runs), overlay.on
-    return Markup("".join(
-        f'<li><label><input type="checkbox" class="run-toggle" data-r="{i}"{" checked" if i >= n - on else ""}> '
-        f'{escape(label)}</label> <a href="{escape(href)}">↗</a></li>'
-        for i, (label, href) in enumerate(overlay.runs)))
+    return Markup(
+        "".join(
+            f'<li><label><input type="checkbox" class="run-toggle" data-r="{i}"{" checked" if i >= n - on else ""}> '
+            f'{escape(label)}</label> <a href="{escape(href)}">↗</a></li>'
+            for i, (label, href) in enumerate(overlay.runs)
+        )
+    )
+
 
 def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, t: Callable) -> Markup:
     """The hyperparameter table's rows."""
@@ -78,9 +101,17 @@ def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, 
                 key, text = sort_key(v), fmt_value(v)
             else:
                 key, text = escape(sort_key(v)), escape(fmt_value(v))
-            cells.append(f'<td data-v="{key}" class="{cls}"' + (f' title="{best_title}"' if best else "")
-                         + f">{text}" + (" ★" if best else "") + "</td>")
-        out.append(f'<tr><td><input type="checkbox" class="diff-pick" data-r="{i}" aria-label="{pick}"></td>\n'
-                   f'<td data-v="{label}"><a href="{escape(root)}runs/{escape(run.slug)}/index.html">{label}</a></td>\n'
-                   + "".join(cells) + "</tr>\n")
+            cells.append(
+                f'<td data-v="{key}" class="{cls}"'
+                + (f' title="{best_title}"' if best else "")
+                + f">{text}"
+                + (" ★" if best else "")
+                + "</td>"
+            )
+        out.append(
+            f'<tr><td><input type="checkbox" class="diff-pick" data-r="{i}" aria-label="{pick}"></td>\n'
+            f'<td data-v="{label}"><a href="{escape(root)}runs/{escape(run.slug)}/index.html">{label}</a></td>\n'
+            + "".join(cells)
+            + "</tr>\n"
+        )
     return Markup("".join(out)[:-1])  # the template puts the last line break

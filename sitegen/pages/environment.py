@@ -5,6 +5,7 @@ No inline script ever runs (a strict CSP blocks them): a run or comparison page 
 in a JSON data block (``<script type="application/json">``, never run), and the index its rows
 in a classic ``index-data.js``, because over ``file://`` Chromium blocks fetch/XHR/ES modules.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
 
 RESOURCE_PREFIXES = ("sys/", "system/", "gpu/", "memory/", "mem/", "cpu/", "resources/")
 
+
 def js_data(name: str, obj: Any) -> bytes:
     """A classic script assigning ``obj`` to ``window.<name>``, safe against ``</script>`` and U+2028."""
     return f"window.{name}={json_text(obj)};\n".encode("utf-8")
+
 
 def render_page(template: jinja2.Template, data_json: str, **context: Any) -> bytes:
     """The page's bytes, with ``data_json`` (:func:`json_text`) as its data block (``<script
@@ -46,6 +49,7 @@ def render_page(template: jinja2.Template, data_json: str, **context: Any) -> by
     assert found and mark not in tail, "the page template must place page_json once"
     return b"".join((head.encode("utf-8"), data_json.encode("utf-8"), tail.encode("utf-8")))
 
+
 def _safe_link(url: str) -> bool:
     """Markdown links may point to http(s) or stay relative; never javascript:, data:, file: ..."""
     u = url.strip().lower()
@@ -53,12 +57,14 @@ def _safe_link(url: str) -> bool:
         return True
     return u.startswith(("http://", "https://", "mailto:"))
 
+
 def markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt  # lazy, like jinja2: a rebuild that changes nothing needs neither
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
     md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py's documented hook
     return md
+
 
 class LazyMarkdown:
     """:func:`markdown`, made on its first ``render``: most runs have no notes or text, and
@@ -71,6 +77,7 @@ class LazyMarkdown:
             self._md = markdown()
         return self._md.render(text)
 
+
 def fmt_time(ts: float | None) -> str:
     if ts is None or not math.isfinite(ts):
         return ""
@@ -79,6 +86,7 @@ def fmt_time(ts: float | None) -> str:
     except (OverflowError, OSError, ValueError):
         return ""
 
+
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return ""
@@ -86,6 +94,7 @@ def fmt_duration(seconds: float | None) -> str:
     if s < 3600:
         return f"{s // 60}m {s % 60:02d}s"
     return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
 
 def fmt_value(v: Any) -> str:
     if v is None:
@@ -100,6 +109,7 @@ def fmt_value(v: Any) -> str:
         return f"{v:.6g}"
     return str(v)
 
+
 def sort_key(v: Any) -> str:
     """A value for the table's data-v attribute: numbers as numbers, the rest as text."""
     if isinstance(v, bool):
@@ -107,6 +117,7 @@ def sort_key(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(float(v)) if math.isfinite(v) else ""
     return "" if v is None else str(v)
+
 
 def _template_cache():
     """Compiled templates kept in the machine cache (like .pyc files): compiling them cost each
@@ -119,6 +130,7 @@ def _template_cache():
     except OSError:
         return None
     return jinja2.FileSystemBytecodeCache(str(folder))
+
 
 def _env(language: str = "en") -> jinja2.Environment:
     import jinja2
@@ -137,6 +149,7 @@ def _env(language: str = "en") -> jinja2.Environment:
     env.tests["startswith"] = lambda value, prefix: str(value).startswith(prefix)
     return env
 
+
 def fmt_size(n: int | None) -> str:
     if n is None:
         return ""
@@ -147,10 +160,12 @@ def fmt_size(n: int | None) -> str:
         size /= 1024
     return str(n)
 
+
 @functools.lru_cache(maxsize=4)
 def page_context(language: str) -> tuple[jinja2.Environment, LazyMarkdown]:
     """One jinja environment and Markdown renderer per process and language."""
     return _env(language), LazyMarkdown()
+
 
 def load_templates(language: str = "en") -> None:
     """Load the page templates now (their compiled code comes from the machine cache): a worker
@@ -158,6 +173,7 @@ def load_templates(language: str = "en") -> None:
     env = page_context(language)[0]
     for name in ("run.html", "compare.html", "index.html"):
         env.get_template(name)
+
 
 def common_context(config: Config) -> dict:
     return {"title": config.title, "lang": config.language, "version": __version__}

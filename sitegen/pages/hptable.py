@@ -1,5 +1,6 @@
 """The hyperparameter table of a comparison page: varying hyperparameters, final and best
 value of each key metric, constant hyperparameters apart."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ class Table:
     same: list[tuple[str, str]] = field(default_factory=list)  # (key, value) equal in every run
 
 
-def comparison_table(hps: list[dict[str, HParamValue]], finals: list[dict[str, float]], bests: list[dict[str, float]], metrics: list[str]) -> Table:
+def comparison_table(
+    hps: list[dict[str, HParamValue]], finals: list[dict[str, float]], bests: list[dict[str, float]], metrics: list[str]
+) -> Table:
     """Runs x (varying hparams + final and best value of each metric); constant hparams apart."""
     keys = sorted({k for h in hps for k in h}, key=str)
     columns: list[Column] = []

@@ -6,6 +6,7 @@ Messages may hold ``{name}`` placeholders filled with ``str.format``-style keywo
 are escaped by jinja like any other, so a hostile run name in a placeholder stays text.
 Keys starting with ``js.`` are also shipped to the page script (``window.SITEGEN_MSG``).
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """The index page: every run in a table grouped by project and model, a server-rendered first
 page and ``index-data.js`` with every row for the page script (search, sort, filter, paging)."""
+
 from __future__ import annotations
 
 import math
@@ -31,14 +32,18 @@ KEY_WORDS = re.compile(r"acc|loss|error|perplexity|ppl|f1|bleu|rouge|auc|map|iou
 
 EVAL_PREFIX = re.compile(r"^(eval|val|valid|validation|test|dev)[/_]", re.I)
 
+
 def key_metrics(runs: list[SiteRun], config: Config) -> list[str]:
     """The configured key metrics, else the 4 most common of the runs' own tags, preferring
     evaluation tags and tags that name a quality (loss, accuracy, ...)."""
     if config.index.key_metrics:
         return list(config.index.key_metrics)
-    counts = Counter(t for r in runs for t in {ln.tag for ln in r.lines if ln.label in ("", "hparams") and not ln.tag.startswith(RESOURCE_PREFIXES)})
+    counts = Counter(
+        t for r in runs for t in {ln.tag for ln in r.lines if ln.label in ("", "hparams") and not ln.tag.startswith(RESOURCE_PREFIXES)}
+    )
     ranked = sorted(counts, key=lambda t: (-counts[t], -bool(KEY_WORDS.search(t)) - bool(EVAL_PREFIX.search(t)), t))
     return sorted(ranked[:4])
+
 
 def last_values(run: SiteRun) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -47,22 +52,32 @@ def last_values(run: SiteRun) -> dict[str, float]:
             out[ln.tag] = ln.series.stats.last_value
     return out
 
+
 PAGE_ROWS = 200  # index rows per page (server-rendered first page; the script pages the rest)
 
 MAX_INDEX_HPARAMS = 20
 
-def index_files(runs: list[SiteRun], hps: list[dict[str, HParamValue]], groups: list[compare.Group], config: Config,
-                assets: Assets, problems: list[Problem]) -> dict[str, bytes]:
+
+def index_files(
+    runs: list[SiteRun],
+    hps: list[dict[str, HParamValue]],
+    groups: list[compare.Group],
+    config: Config,
+    assets: Assets,
+    problems: list[Problem],
+) -> dict[str, bytes]:
     """The experiment browser (``index.html`` and ``index-data.js``)."""
     env, _ = page_context(config.language)
     return _index(env, runs, hps, groups, config, assets, common_context(config), problems)
+
 
 def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str, bytes]:
     """The experiment browser: a server-rendered first page and ``index-data.js`` for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
-    varying = [k for k in sorted({k for h in hps for k in h}, key=str)
-               if len({text_value(h.get(k)) if k in h else None for h in hps}) > 1][:MAX_INDEX_HPARAMS]
+    varying = [k for k in sorted({k for h in hps for k in h}, key=str) if len({text_value(h.get(k)) if k in h else None for h in hps}) > 1][
+        :MAX_INDEX_HPARAMS
+    ]
     tag_ids: dict[str, int] = {}
     key_ids: dict[str, int] = {}
     lasts = [last_values(r) for r in runs]
@@ -74,33 +89,65 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
     for _i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
         tags = sorted({ln.tag for ln in r.lines}, key=str)
-        data_rows.append([
-            r.slug, list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), r.title if r.title != r.name else r.parts[-1],
-            _num(r.start_time), fmt_time(r.start_time), _num(dur), fmt_duration(dur), r.last_step,
-            [_num(lv.get(m)) for m in metrics],
-            [tag_ids.setdefault(t, len(tag_ids)) for t in tags],
-            {str(key_ids.setdefault(k, len(key_ids))): _hp(v) for k, v in sorted(hp.items())},
-        ])
+        data_rows.append(
+            [
+                r.slug,
+                list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1),
+                r.title if r.title != r.name else r.parts[-1],
+                _num(r.start_time),
+                fmt_time(r.start_time),
+                _num(dur),
+                fmt_duration(dur),
+                r.last_step,
+                [_num(lv.get(m)) for m in metrics],
+                [tag_ids.setdefault(t, len(tag_ids)) for t in tags],
+                {str(key_ids.setdefault(k, len(key_ids))): _hp(v) for k, v in sorted(hp.items())},
+            ]
+        )
     group_links = {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}
     data = {
-        "depth": depth, "metrics": metrics, "lower": [lower_is_better(m) for m in metrics], "best": best,
-        "hcols": [key_ids.get(k, -1) for k in varying], "tags": list(tag_ids), "hkeys": list(key_ids),
-        "groups": group_links, "pageRows": PAGE_ROWS, "runs": data_rows,
+        "depth": depth,
+        "metrics": metrics,
+        "lower": [lower_is_better(m) for m in metrics],
+        "best": best,
+        "hcols": [key_ids.get(k, -1) for k in varying],
+        "tags": list(tag_ids),
+        "hkeys": list(key_ids),
+        "groups": group_links,
+        "pageRows": PAGE_ROWS,
+        "runs": data_rows,
     }
     rows = [
-        {"run": r, "groups": list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1), "leaf": r.parts[-1],
-         "metrics": lv, "hparams": hp, "best": [m for m, b in zip(metrics, best) if b == i]}
-        for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)) if i < PAGE_ROWS
+        {
+            "run": r,
+            "groups": list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1),
+            "leaf": r.parts[-1],
+            "metrics": lv,
+            "hparams": hp,
+            "best": [m for m, b in zip(metrics, best) if b == i],
+        }
+        for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts))
+        if i < PAGE_ROWS
     ]
     page = env.get_template("index.html").render(
-        **common, root="", assets=assets.urls, rows=rows, total=len(runs), depth=depth, metrics=metrics,
+        **common,
+        root="",
+        assets=assets.urls,
+        rows=rows,
+        total=len(runs),
+        depth=depth,
+        metrics=metrics,
         row_html=_index_rows(rows, metrics, varying, group_links, env.globals["t"]),
-        hparam_names=varying, problems=problems, groups=[g for g in groups], group_links=group_links, page_rows=PAGE_ROWS,
+        hparam_names=varying,
+        problems=problems,
+        groups=[g for g in groups],
+        group_links=group_links,
+        page_rows=PAGE_ROWS,
     )
     return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
 
-def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], group_links: dict[str, str],
-                t: Callable) -> Markup:
+
+def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], group_links: dict[str, str], t: Callable) -> Markup:
     """The index table's server-rendered rows (written here rather than in the template: Jinja
     spent 40 ms a build on 200 of them)."""
     from markupsafe import Markup, escape
@@ -114,9 +161,11 @@ def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], g
             href = group_links.get("/".join(r.parts[: k + 1])) if g else None
             cells.append(f'<td><a href="{escape(href)}">{escape(g)}</a></td>' if href else f"<td>{escape(g)}</td>")
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
-        cells.append(f'<td><a href="runs/{escape(r.slug)}/index.html">{escape(r.title if r.title != r.name else row["leaf"])}</a></td>\n'
-                     f"<td>{escape(fmt_time(r.start_time))}</td>\n<td>{escape(fmt_duration(dur))}</td>\n"
-                     f"<td>{escape(r.last_step if r.last_step is not None else '')}</td>\n")
+        cells.append(
+            f'<td><a href="runs/{escape(r.slug)}/index.html">{escape(r.title if r.title != r.name else row["leaf"])}</a></td>\n'
+            f"<td>{escape(fmt_time(r.start_time))}</td>\n<td>{escape(fmt_duration(dur))}</td>\n"
+            f"<td>{escape(r.last_step if r.last_step is not None else '')}</td>\n"
+        )
         for m in metrics:
             value = escape(fmt_value(row["metrics"].get(m)))
             if m in row["best"]:
@@ -128,10 +177,12 @@ def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], g
         out.append("".join(cells))
     return Markup("".join(out))
 
+
 def _num(v: Any) -> Any:
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return v if math.isfinite(v) else None
+
 
 def _hp(v: HParamValue) -> Any:
     if isinstance(v, float):

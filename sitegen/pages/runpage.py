@@ -1,6 +1,7 @@
 """One run's page: charts grouped by prefix, hyperparameters, environment, provenance, notes,
 key outputs (curves, images with a step slider, audio, text, histograms), artifacts and the
 full-resolution scalar downloads (CSV and Parquet, written beside the page)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,15 @@ def _group(tag: str) -> str:
 
 
 def _media(prefix: str, data: bytes, mime: str, files: dict[str, bytes]) -> str:
-    ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp", "audio/wav": "wav",
-           "audio/ogg": "ogg", "audio/mpeg": "mp3"}.get(mime, "bin")
+    ext = {
+        "image/png": "png",
+        "image/jpeg": "jpg",
+        "image/gif": "gif",
+        "image/webp": "webp",
+        "audio/wav": "wav",
+        "audio/ogg": "ogg",
+        "audio/mpeg": "mp3",
+    }.get(mime, "bin")
     name = f"media/{hashlib.sha256(data).hexdigest()[:20]}.{ext}"
     files[prefix + name] = data
     return name
@@ -67,16 +75,28 @@ def _stats_rows(lines: list, t) -> Markup:
         at_min = "" if s.min_step is None else f' <span class="muted">@{s.min_step}</span>'
         at_max = "" if s.max_step is None else f' <span class="muted">@{s.max_step}</span>'
         warn = ' class="warn"' if s.nan or s.posinf or s.neginf else ""
-        out.append(f"<tr><th>{escape(ln.label) if ln.label else value}</th><td>{s.count}{drawn}</td>\n"
-                   f'<td>{escape(fmt_value(s.last_value))} <span class="muted">@{s.last_step}</span></td>\n'
-                   f"<td>{escape(fmt_value(s.min_value))}{at_min}</td>\n"
-                   f"<td>{escape(fmt_value(s.max_value))}{at_max}</td>\n"
-                   f"<td{warn}>{s.nan} / {s.posinf + s.neginf}</td></tr>\n")
+        out.append(
+            f"<tr><th>{escape(ln.label) if ln.label else value}</th><td>{s.count}{drawn}</td>\n"
+            f'<td>{escape(fmt_value(s.last_value))} <span class="muted">@{s.last_step}</span></td>\n'
+            f"<td>{escape(fmt_value(s.min_value))}{at_min}</td>\n"
+            f"<td>{escape(fmt_value(s.max_value))}{at_max}</td>\n"
+            f"<td{warn}>{s.nan} / {s.posinf + s.neginf}</td></tr>\n"
+        )
     return Markup("".join(out))
 
 
-def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, details: RunDetails, hparams: dict[str, HParamValue],
-             assets: Assets, common: dict, problems: list[Problem], config: Config, group_href: dict[str, str]) -> dict[str, bytes]:
+def run_page(
+    env: jinja2.Environment,
+    md: LazyMarkdown,
+    run: SiteRun,
+    details: RunDetails,
+    hparams: dict[str, HParamValue],
+    assets: Assets,
+    common: dict,
+    problems: list[Problem],
+    config: Config,
+    group_href: dict[str, str],
+) -> dict[str, bytes]:
     """One run's page and its files (``details``: :func:`sitegen.prepare.envinfo.details`)."""
     prefix = f"runs/{run.slug}/"
     t = env.globals["t"]
@@ -122,10 +142,14 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, details: R
     for tag, items in images_by_tag.items():
         if len(items) > limit:  # evenly spread, first and last kept; the page says so
             where = items[0][2].files[0].path if items[0][2].files else run.name
-            extra.append(Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)"))
+            extra.append(
+                Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)")
+            )
             items = _thin(items, limit)
         for _, im, _ in items:
-            images.setdefault(tag, []).append({"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height})
+            images.setdefault(tag, []).append(
+                {"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height}
+            )
     for d in data:
         for au in d.audio:
             audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
@@ -153,26 +177,43 @@ def run_page(env: jinja2.Environment, md: LazyMarkdown, run: SiteRun, details: R
         for ln in run.lines:
             if ln.tag == m:
                 metric_values[m] = ln.series.stats.last_value
-    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1])))
-                for i in range(len(run.parts) - 1)]
+    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1]))) for i in range(len(run.parts) - 1)]
     compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
     files[prefix + "index.html"] = render_page(
-        env.get_template("run.html"), json_text(chart_page),
-        **common, root="../../", assets=assets.urls, run=run, groups=ordered, hist_charts=hist_charts,
-        curve_charts=curve_charts, images=image_list, audio=sorted(audio.items()),
-        texts=sorted((k, v) for k, v in texts.items()), metric_values=metric_values, problems=run_problems,
-        files=[(str(f.path.name), f.size) for d in data for f in d.files], hparams=hparams,
-        config_tags=sorted({t for t in texts if is_config_tag(t)}), env_info=env_info,
-        notes_html=md.render(notes) if notes else None, artifacts=artifacts, downloads=download_list,
-        compares=compares, RESOURCES=RESOURCES, SCALARS=SCALARS,
+        env.get_template("run.html"),
+        json_text(chart_page),
+        **common,
+        root="../../",
+        assets=assets.urls,
+        run=run,
+        groups=ordered,
+        hist_charts=hist_charts,
+        curve_charts=curve_charts,
+        images=image_list,
+        audio=sorted(audio.items()),
+        texts=sorted((k, v) for k, v in texts.items()),
+        metric_values=metric_values,
+        problems=run_problems,
+        files=[(str(f.path.name), f.size) for d in data for f in d.files],
+        hparams=hparams,
+        config_tags=sorted({t for t in texts if is_config_tag(t)}),
+        env_info=env_info,
+        notes_html=md.render(notes) if notes else None,
+        artifacts=artifacts,
+        downloads=download_list,
+        compares=compares,
+        RESOURCES=RESOURCES,
+        SCALARS=SCALARS,
     )
     return files
 
 
-def run_files(run: SiteRun, details: RunDetails, hp: dict[str, HParamValue], config: Config, urls: dict[str, str],
-              problems: list[Problem]) -> dict[str, bytes]:
+def run_files(
+    run: SiteRun, details: RunDetails, hp: dict[str, HParamValue], config: Config, urls: dict[str, str], problems: list[Problem]
+) -> dict[str, bytes]:
     """One run's page, media and downloads (a pure function: runs in workers)."""
     env, md = page_context(config.language)
-    group_href = {"/".join(run.parts[:i]): f"compare/{compare.group_slug(tuple(run.parts[:i]))}/index.html"
-                  for i in range(0, len(run.parts))}
+    group_href = {
+        "/".join(run.parts[:i]): f"compare/{compare.group_slug(tuple(run.parts[:i]))}/index.html" for i in range(0, len(run.parts))
+    }
     return run_page(env, md, run, details, hp, Assets({}, urls), common_context(config), problems, config, group_href)

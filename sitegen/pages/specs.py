@@ -5,6 +5,7 @@ Building a full altair chart per series costs ~28 ms; instead each kind's spec i
 Importing altair alone takes ~0.5 s, so this module is imported only when the store holds no
 built copy of the templates (``render`` keeps them as a blob keyed by this file and the catalog).
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,11 @@ def _scalar(t) -> dict[str, Any]:
             y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
             color=alt.Color("s:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=240)),
             detail="s:N",
-            tooltip=[alt.Tooltip("s:N", title=t("chart.series")), alt.Tooltip("x:Q", title=t("chart.step")), alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g")],
+            tooltip=[
+                alt.Tooltip("s:N", title=t("chart.series")),
+                alt.Tooltip("x:Q", title=t("chart.step")),
+                alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g"),
+            ],
         )
     )
     marks = (
@@ -37,7 +42,11 @@ def _scalar(t) -> dict[str, Any]:
         .transform_filter("datum.k != ''")
         .encode(
             x=x,
-            tooltip=[alt.Tooltip("s:N", title=t("chart.series")), alt.Tooltip("x:Q", title=t("chart.step")), alt.Tooltip("k:N", title=t("chart.value"))],
+            tooltip=[
+                alt.Tooltip("s:N", title=t("chart.series")),
+                alt.Tooltip("x:Q", title=t("chart.step")),
+                alt.Tooltip("k:N", title=t("chart.value")),
+            ],
         )
     )
     return alt.layer(line, marks).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
@@ -52,7 +61,12 @@ def _histogram(t) -> dict[str, Any]:
             x2="r:Q",
             y=alt.Y("step:O", title=t("chart.step"), sort="descending", axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("c:Q", title=t("chart.count"), scale=alt.Scale(scheme="blues")),
-            tooltip=[alt.Tooltip("step:O", title=t("chart.step")), alt.Tooltip("l:Q", title=t("chart.from")), alt.Tooltip("r:Q", title=t("chart.to")), alt.Tooltip("c:Q", title=t("chart.count"))],
+            tooltip=[
+                alt.Tooltip("step:O", title=t("chart.step")),
+                alt.Tooltip("l:Q", title=t("chart.from")),
+                alt.Tooltip("r:Q", title=t("chart.to")),
+                alt.Tooltip("c:Q", title=t("chart.count")),
+            ],
         )
         .properties(width=WIDTH, height=HEIGHT)
         .to_dict(validate=True)
@@ -82,18 +96,35 @@ def _overlay(t) -> dict[str, Any]:
     pick = alt.selection_point(fields=["s"], bind="legend", name="pick")
     x = alt.X("x:Q", title=t("chart.step"), axis=alt.Axis(format="~s"))
     legend = alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, symbolOpacity=1, title=None)
-    raw = base.mark_line(strokeWidth=1, interpolate="linear").encode(
-        x=x, y=alt.Y("raw:Q", title=None, scale=alt.Scale(zero=False)),
-        color=alt.Color("s:N", legend=legend), detail="s:N",
-        opacity=alt.condition(pick, alt.value(0.22), alt.value(0.03)),
-    ).properties(name="raw")
-    smooth = base.mark_line(strokeWidth=1.6, interpolate="linear").add_params(pick).encode(
-        x=x, y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
-        color=alt.Color("s:N", legend=legend), detail="s:N",
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
-        tooltip=[alt.Tooltip("s:N", title=t("chart.run")), alt.Tooltip("x:Q", title=t("chart.x")),
-                 alt.Tooltip("y:Q", title=t("chart.smoothed"), format=".6~g"), alt.Tooltip("raw:Q", title=t("chart.value"), format=".6~g")],
-    ).properties(name="smooth")
+    raw = (
+        base.mark_line(strokeWidth=1, interpolate="linear")
+        .encode(
+            x=x,
+            y=alt.Y("raw:Q", title=None, scale=alt.Scale(zero=False)),
+            color=alt.Color("s:N", legend=legend),
+            detail="s:N",
+            opacity=alt.condition(pick, alt.value(0.22), alt.value(0.03)),
+        )
+        .properties(name="raw")
+    )
+    smooth = (
+        base.mark_line(strokeWidth=1.6, interpolate="linear")
+        .add_params(pick)
+        .encode(
+            x=x,
+            y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
+            color=alt.Color("s:N", legend=legend),
+            detail="s:N",
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
+            tooltip=[
+                alt.Tooltip("s:N", title=t("chart.run")),
+                alt.Tooltip("x:Q", title=t("chart.x")),
+                alt.Tooltip("y:Q", title=t("chart.smoothed"), format=".6~g"),
+                alt.Tooltip("raw:Q", title=t("chart.value"), format=".6~g"),
+            ],
+        )
+        .properties(name="smooth")
+    )
     return alt.layer(raw, smooth).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
 
 
@@ -108,7 +139,11 @@ def _parallel(t) -> dict[str, Any]:
             color=alt.Color("s:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, title=None)),
             detail="s:N",
             order="o:Q",
-            tooltip=[alt.Tooltip("s:N", title=t("chart.run")), alt.Tooltip("k:N", title=t("chart.axis")), alt.Tooltip("raw:N", title=t("chart.value"))],
+            tooltip=[
+                alt.Tooltip("s:N", title=t("chart.run")),
+                alt.Tooltip("k:N", title=t("chart.axis")),
+                alt.Tooltip("raw:N", title=t("chart.value")),
+            ],
         )
         .properties(width=WIDTH + 200, height=HEIGHT + 40)
         .to_dict(validate=True)
@@ -138,8 +173,14 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
     ``$schema`` is dropped: it is a URL to another host and the site must name none.
     """
     t = translator(language)
-    specs = {"scalar": _scalar(t), "histogram": _histogram(t), "curve": _curve(t), "overlay": _overlay(t),
-             "parallel": _parallel(t), "scatter": _scatter(t)}
+    specs = {
+        "scalar": _scalar(t),
+        "histogram": _histogram(t),
+        "curve": _curve(t),
+        "overlay": _overlay(t),
+        "parallel": _parallel(t),
+        "scatter": _scatter(t),
+    }
     for spec in specs.values():
         spec.pop("$schema", None)
     return specs

@@ -5,6 +5,7 @@ cache keeps it per vl-convert version. Its minified top-level names would leak i
 global scope (a page function named ``L`` broke it), so it is wrapped in an IIFE; its
 ``window.vegaEmbed = ...`` exports still work.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,7 @@
 """The build, as a list of stages over one :class:`~sitegen.pipeline.plan.Plan`:
 scan and plan -> reuse unchanged runs -> read and draw changed runs -> index and comparison
 pages -> report and manifest -> switch the site live."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,9 @@ def build(archive: Path | str, out: Path | str, options: BuildOptions | None = N
     local = localize(archive, options.cache, use_cache=options.use_cache)
     cache = (local.cache or default_cache_dir()) if options.use_cache else None
     step("scanning", 1, 4)
-    plan = make_plan(local.archive, Path(out), cache, config=options.config, verify=options.verify,
-                     source_date_epoch=options.source_date_epoch)
+    plan = make_plan(
+        local.archive, Path(out), cache, config=options.config, verify=options.verify, source_date_epoch=options.source_date_epoch
+    )
     live = whole(plan.out, plan.site_key)
     if live is not None:  # the live build was made from exactly these inputs
         step("unchanged", 4, 4)
@@ -152,13 +154,22 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor) -> dict[str, str]
         key = page_keys["compare/" + g.slug] = group_key(g, run_keys, plan.config)
         if plan.previous.get("compare/" + g.slug) == key and _link_page(stage, g.slug):
             continue
-        jobs.append(GroupJob(g, [hp_of[r.slug] for r in g.runs], plan.config, plan.assets.urls, plan.store.root,
-                             {r.slug: held[r.slug] for r in g.runs if r.slug in held},
-                             Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/"))))
+        jobs.append(
+            GroupJob(
+                g,
+                [hp_of[r.slug] for r in g.runs],
+                plan.config,
+                plan.assets.urls,
+                plan.store.root,
+                {r.slug: held[r.slug] for r in g.runs if r.slug in held},
+                Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")),
+            )
+        )
     # (on this machine only: each page's worker writes it into this build's folder)
     drawn = _runner(executor if isinstance(executor, LocalPool) else Serial(), plan, len(jobs)).map(draw_group, jobs)
-    for rel, data in index_files([r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets,
-                                 _problems(plan)).items():
+    for rel, data in index_files(
+        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan)
+    ).items():
         stage.write(rel, data)
     for hashes in drawn:
         stage.adopt(hashes)
@@ -176,11 +187,18 @@ def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, s
     def hasher(path: Path, size: int) -> tuple[str, int]:
         return digests.get((str(path), size)) or plan.store.sha256(path, size)
 
-    stage.write(manifest.MANIFEST, manifest.make_from_hashes(
-        stage.hashes, [f for r in done for f in r.sources], archive=plan.archive,
-        source_date_epoch=plan.source_date_epoch, hasher=hasher, runs={**plan.run_keys(), **page_keys},
-        site_key=plan.site_key,
-    ))
+    stage.write(
+        manifest.MANIFEST,
+        manifest.make_from_hashes(
+            stage.hashes,
+            [f for r in done for f in r.sources],
+            archive=plan.archive,
+            source_date_epoch=plan.source_date_epoch,
+            hasher=hasher,
+            runs={**plan.run_keys(), **page_keys},
+            site_key=plan.site_key,
+        ),
+    )
     return problems
 
 
@@ -212,8 +230,7 @@ def _run_job(plan: Plan, stage: Staging, i: int, *, writes_here: bool) -> RunJob
     (a Dask worker may not see the output folder), where to write them."""
     job = plan.jobs[i]
     out = None if writes_here else Output(stage.root, stage.previous, stage.old_under(f"runs/{plan.slugs[i]}/"))
-    return RunJob(job.family, job.options, job.config, job.cache, job.urls, job.nested_dirs, job.problems_of,
-                  plan.keys[i], out)
+    return RunJob(job.family, job.options, job.config, job.cache, job.urls, job.nested_dirs, job.problems_of, plan.keys[i], out)
 
 
 def _link_page(stage: Staging, slug: str) -> bool:

@@ -8,6 +8,7 @@ their items (plus the decode cache, which only ever speeds them up), so running 
 retry, or a lost worker's item recomputed — changes nothing. An executor is a context manager:
 the workers it started are stopped when the ``with`` block ends (the build enters it).
 """
+
 from __future__ import annotations
 
 import collections
@@ -78,8 +79,7 @@ class LocalPool:
             return iter(())
         n = max(self.workers * 8, len(items) // self.CHUNK_MAX + 1)
         chunks = _chunks(items, n)
-        return _in_order(self._started(), functools.partial(_apply_all, fn), chunks,
-                         self.workers * self.IN_FLIGHT_PER_WORKER)
+        return _in_order(self._started(), functools.partial(_apply_all, fn), chunks, self.workers * self.IN_FLIGHT_PER_WORKER)
 
 
 class Dask:
@@ -115,8 +115,9 @@ class Dask:
             address = self.scheduler
             if address is None:
                 # processes, one thread each: the decoders hold the GIL for part of their work
-                self._cluster = distributed.LocalCluster(n_workers=self.workers or os.cpu_count() or 1,
-                                                         threads_per_worker=1, processes=True, dashboard_address=None)
+                self._cluster = distributed.LocalCluster(
+                    n_workers=self.workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=None
+                )
                 address = self._cluster.scheduler_address
             self._client = distributed.Client(address, set_as_default=False)
         return self._client

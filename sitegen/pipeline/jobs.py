@@ -1,6 +1,7 @@
 """The two units of work an executor runs: drawing one run family (read, assemble, draw its page,
 reduce it to a summary) and drawing one comparison page. Each is a pure function of its job plus
 the decode cache, so it can run here or in any worker, once or twice."""
+
 from __future__ import annotations
 
 import logging
@@ -111,8 +112,10 @@ def keep_run(result: RunResult, writer: Writer, store: Store, key: str) -> RunRe
     pages = page_names(result.files)
     for rel in pages:
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-    kept = store.put_summary(key, *summary.to_doc(
-        result.run, result.hparams, pages, result.problems, result.sources, result.digests)) is not None
+    kept = (
+        store.put_summary(key, *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources, result.digests))
+        is not None
+    )
     return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept)
 
 
@@ -135,8 +138,13 @@ def light(run: SiteRun) -> SiteRun:
     """What the index and comparison pages need of a run: no images, tables or raw scalars,
     lines thinned to the comparison pages' resolution (exact statistics kept)."""
     keep = RunData(
-        name=run.data.name, format=run.data.format, files=run.data.files, hparams=run.data.hparams,
-        hparam_metrics=run.data.hparam_metrics, meta=run.data.meta, artifacts=run.data.artifacts,
+        name=run.data.name,
+        format=run.data.format,
+        files=run.data.files,
+        hparams=run.data.hparams,
+        hparam_metrics=run.data.hparam_metrics,
+        meta=run.data.meta,
+        artifacts=run.data.artifacts,
         problems=run.data.problems,
     )
     lines = []
@@ -195,8 +203,9 @@ def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
     returns what it wrote: ``{path: (sha256, size)}``."""
     store = Store(job.cache)
     writer = job.out.writer()
-    files = compare_files(job.group, job.hps, job.config, Assets({}, job.urls),
-                          stored_points(store, job.keys), kept_pieces(store, job.keys, writer))
+    files = compare_files(
+        job.group, job.hps, job.config, Assets({}, job.urls), stored_points(store, job.keys), kept_pieces(store, job.keys, writer)
+    )
     for rel in page_names(files):
         writer.write(rel, files[rel])
     return writer.hashes
@@ -209,6 +218,7 @@ def group_key(group: compare.Group, run_keys: dict[str, str], config: Config) ->
 def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
     """A run's points at a level of :data:`compare.LEVELS`: from the cache for the runs in
     ``keys``, else the run's own chart lines (small archives, or no cache)."""
+
     def points(run: SiteRun, level: int) -> list[ChartLine] | compare.Packed:
         key = keys.get(run.slug)
         if key is None:
@@ -217,6 +227,7 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
         if table is None:
             raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
         return summary.level_points(run.lines, table, level)
+
     return points
 
 
@@ -226,5 +237,6 @@ def kept_pieces(store: Store, keys: dict[str, str], writer: Writer) -> compare.K
     linked by ``writer`` into this one."""
     if store.root is None:
         return None
-    return compare.Kept(keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, writer.old.__contains__,
-                        writer.link_previous)
+    return compare.Kept(
+        keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, writer.old.__contains__, writer.link_previous
+    )

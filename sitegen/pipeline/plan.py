@@ -1,6 +1,7 @@
 """The plan of a build: what the archive holds, each run's input key, what the live build already
 has, and so which runs and pages are reused and which are drawn. Made once, before anything is
 written; the build's stages fill in its results."""
+
 from __future__ import annotations
 
 import bisect
@@ -58,36 +59,48 @@ class Plan:
         return dict(zip(self.slugs, self.keys))
 
 
-def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, verify: bool,
-              source_date_epoch: int | None) -> Plan:
+def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, verify: bool, source_date_epoch: int | None) -> Plan:
     """Scan ``archive`` and key every run; nothing is read or drawn yet."""
     store = Store(cache)
     problems: list[Problem] = []
-    sources = scan(archive, include=config.runs.include, exclude=config.runs.exclude,
-                   patterns={"tabular": config.formats.metric_files}, problems=problems)
+    sources = scan(
+        archive,
+        include=config.runs.include,
+        exclude=config.runs.exclude,
+        patterns={"tabular": config.formats.metric_files},
+        problems=problems,
+    )
     fams = families(sources)
     real = _realpaths([s.directory for s in sources])
     dirs = sorted(set(real.values()))
     names = [str(d) for d in dirs]
     site_assets = assets(config.language, store.blob)
-    options = ReadOptions(verify=verify, max_image_bytes=config.limits.max_image_bytes,
-                          max_text_chars=config.limits.max_text_chars, digest=True)
+    options = ReadOptions(
+        verify=verify, max_image_bytes=config.limits.max_image_bytes, max_text_chars=config.limits.max_text_chars, digest=True
+    )
     scan_problems = list(problems)
-    jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems)
-            for f in fams]
+    jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems) for f in fams]
     common = cache_keys.common_key(jobs[0]) if jobs else ""
     keys = [cache_keys.run_key(j, common) for j in jobs]
     return Plan(
-        archive=archive, out=out, config=config, store=store, source_date_epoch=source_date_epoch,
-        problems=problems, jobs=jobs, keys=keys, slugs=[slug(j.family[0].name) for j in jobs], assets=site_assets,
+        archive=archive,
+        out=out,
+        config=config,
+        store=store,
+        source_date_epoch=source_date_epoch,
+        problems=problems,
+        jobs=jobs,
+        keys=keys,
+        slugs=[slug(j.family[0].name) for j in jobs],
+        assets=site_assets,
         log_bytes=_log_bytes(sources),
         site_key=_site_key(keys, site_assets.urls, scan_problems, archive, source_date_epoch),
-        previous=_previous_keys(out), results=[None] * len(jobs),
+        previous=_previous_keys(out),
+        results=[None] * len(jobs),
     )
 
 
-def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path,
-              source_date_epoch: int | None) -> str:
+def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path, source_date_epoch: int | None) -> str:
     """Everything the whole site depends on: each run's input key (code, config, options, log
     files and folder), the assets, the scan's problems, the archive and the build date."""
     doc = [keys, urls, [[p.path, p.offset, p.kind, p.message] for p in scan_problems], str(archive), source_date_epoch]

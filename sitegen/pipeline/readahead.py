@@ -6,6 +6,7 @@ file after another, a cloud disk answers at the pace of its latency. Announced a
 ``docs/performance.md``). At most ``window`` bytes are announced beyond the runs already drawn,
 so a large archive does not push its own first files out of memory before they are read.
 """
+
 from __future__ import annotations
 
 import os

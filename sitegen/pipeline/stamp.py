@@ -8,6 +8,7 @@ the stamp the last build left for this output is the same and the live build is 
 nothing is done. Anything else takes the normal build, whose run keys decide what is redrawn.
 Standard library only: the command line imports this before numpy and pyarrow.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,7 @@ from sitegen.resources import file_stamp, package_stamp, stat_line, templates_di
 
 CODE_SUFFIXES = (".py", ".html", ".js", ".css", ".json")  # sitegen's code and templates
 #: packages whose upgrade may change the pages (their package files are stamped)
-PACKAGES = ("numpy", "pyarrow", "jinja2", "markupsafe", "markdown_it", "vl_convert", "altair", "tsdownsample",
-            "google_crc32c")
+PACKAGES = ("numpy", "pyarrow", "jinja2", "markupsafe", "markdown_it", "vl_convert", "altair", "tsdownsample", "google_crc32c")
 
 
 def inputs(archive: Path, options: dict, config: Path | None = None) -> str | None:
@@ -34,8 +34,13 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
     the build takes the normal path)."""
     h = hashlib.sha256()
     try:
-        h.update(json.dumps([__version__, sys.version, str(Path(archive).absolute()), options,
-                             None if config is None else str(config)], sort_keys=True, default=str).encode())
+        h.update(
+            json.dumps(
+                [__version__, sys.version, str(Path(archive).absolute()), options, None if config is None else str(config)],
+                sort_keys=True,
+                default=str,
+            ).encode()
+        )
         if config is not None:
             h.update(Path(config).read_bytes())
         for root in (Path(__file__).resolve().parent.parent, templates_dir()):

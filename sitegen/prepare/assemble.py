@@ -1,4 +1,5 @@
 """A run as the site shows it: its sub-runs folded in and each tag's line thinned for its chart."""
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
@@ -39,8 +40,13 @@ def assemble(source: RunSource, data: RunData, subs: list[RunData], config: Conf
     if experiment:
         parts = (experiment, data.meta.get("title") or parts[-1])
     return SiteRun(
-        name=source.name, slug=slug(source.name), title=data.meta.get("title") or source.name, parts=parts,
-        data=data, sub_runs=subs, lines=lines,
+        name=source.name,
+        slug=slug(source.name),
+        title=data.meta.get("title") or source.name,
+        parts=parts,
+        data=data,
+        sub_runs=subs,
+        lines=lines,
         start_time=float(data.meta["start_time"]) if data.meta.get("start_time") else (min(walls) if walls else None),
         end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
         last_step=max(last_steps) if last_steps else None,

@@ -5,6 +5,7 @@ Sources, in order: text summaries whose tag names the environment (``environment
 ``system``), an ``env.json`` / ``environment.txt`` (or .yaml) file in the run folder, and MLflow
 tags (``RunData.meta`` keys ``tag:...``). Every value is text from a log: templates escape it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,9 @@ ENV_TAG = re.compile(r"(^|[/_.\- ])(env|environment|system|sysinfo|platform)($|[
 ENV_FILES = ("env.json", "environment.json", "env.yaml", "env.yml", "environment.yaml", "environment.yml", "environment.txt", "env.txt")
 NOTE_FILES = ("README.md", "NOTES.md", "readme.md", "notes.md", "README.markdown")
 PROVENANCE = re.compile(r"(data|dataset|commit|git|source|provenance|lineage|checksum|revision|dvc)", re.I)
-ENV_KEY = re.compile(r"(python|torch|pytorch|tensorflow|jax|paddle|cuda|cudnn|nccl|gpu|device|host|node|os|platform|driver|version|cpu)", re.I)
+ENV_KEY = re.compile(
+    r"(python|torch|pytorch|tensorflow|jax|paddle|cuda|cudnn|nccl|gpu|device|host|node|os|platform|driver|version|cpu)", re.I
+)
 #: fingerprint fields: (catalog key suffix, pattern on the flattened key)
 FINGERPRINT = (
     ("python", re.compile(r"^(python|python[._ ]?version|sys\.version)$", re.I)),
@@ -206,14 +209,27 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
         parts.append(t)
     names = list(code_of)
     if not parts:
-        return pa.table({"series": pa.array([], pa.string()), "tag": pa.array([], pa.string()), "step": pa.array([], pa.int64()),
-                         "wall_time": pa.array([], pa.float64()), "value": pa.array([], pa.float64())})
+        return pa.table(
+            {
+                "series": pa.array([], pa.string()),
+                "tag": pa.array([], pa.string()),
+                "step": pa.array([], pa.int64()),
+                "wall_time": pa.array([], pa.float64()),
+                "value": pa.array([], pa.float64()),
+            }
+        )
     nums = pa.concat_tables(parts)
-    return pa.table({
-        "series": pa.DictionaryArray.from_arrays(numeric_array(np.concatenate(series), "<i4"), pa.array([lb for lb, _ in items], pa.string())),
-        "tag": pa.DictionaryArray.from_arrays(numeric_array(np.concatenate(tags), "<i4"), pa.array(names, pa.string())),
-        "step": nums.column("step"), "wall_time": nums.column("wall_time"), "value": nums.column("value"),
-    })
+    return pa.table(
+        {
+            "series": pa.DictionaryArray.from_arrays(
+                numeric_array(np.concatenate(series), "<i4"), pa.array([lb for lb, _ in items], pa.string())
+            ),
+            "tag": pa.DictionaryArray.from_arrays(numeric_array(np.concatenate(tags), "<i4"), pa.array(names, pa.string())),
+            "step": nums.column("step"),
+            "wall_time": nums.column("wall_time"),
+            "value": nums.column("value"),
+        }
+    )
 
 
 def details(run: SiteRun, other_dirs: frozenset = frozenset()) -> RunDetails:

@@ -7,6 +7,7 @@ MLflow params) and from a text summary holding a JSON or YAML config, a common h
 safe subset parser (block maps of ``key: value``, comments, scalars, inline lists kept as
 text): no tags, anchors or object construction, so a hostile text can only fail to parse.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Where an output's builds live, which one is live, its manifest, and whether it is still whole
 (every file there, with the size its manifest gives); and the one check of a path inside a site."""
+
 from __future__ import annotations
 
 import json
@@ -48,12 +49,21 @@ def checked_relpath(rel: str) -> str:
     """``rel`` when it is a plain relative path (no absolute, empty, ``.`` or ``..`` part, no
     backslash or NUL), else :class:`SitegenError`: nothing is ever written outside the site."""
     # (string tests for "", "." and ".." parts, not a split: a rebuild checks thousands of paths)
-    if (not rel or rel[0] == "/" or rel[-1] == "/" or "\\" in rel or "\x00" in rel or "//" in rel or rel in (".", "..")
-            or rel.startswith(("./", "../")) or rel.endswith(("/.", "/..")) or "/./" in rel or "/../" in rel):
+    if (
+        not rel
+        or rel[0] == "/"
+        or rel[-1] == "/"
+        or "\\" in rel
+        or "\x00" in rel
+        or "//" in rel
+        or rel in (".", "..")
+        or rel.startswith(("./", "../"))
+        or rel.endswith(("/.", "/.."))
+        or "/./" in rel
+        or "/../" in rel
+    ):
         raise SitegenError(f"refusing to write outside the site folder: {rel!r}")
     return rel
-
-
 
 
 @dataclass(eq=False, repr=False)

@@ -6,6 +6,7 @@ and the byte range that was decoded (``[0, decoded_bytes]``; a tail past it was 
 It is deterministic: sorted keys, no timestamp unless ``SOURCE_DATE_EPOCH`` is given, so two
 builds of the same archive are byte-identical.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,7 +35,7 @@ def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
     (paths below it need no system call)."""
     text = os.path.abspath(path)  # (no system call: a relative path from an earlier build's summary)
     if resolved is not None and text.startswith(resolved):
-        return text[len(resolved):]  # (abspath's text is normalized: this is its relative path)
+        return text[len(resolved) :]  # (abspath's text is normalized: this is its relative path)
     try:
         return Path(path).relative_to(archive).as_posix()
     except ValueError:
@@ -55,8 +56,11 @@ def make(
     appended to is recorded as it was read.
     """
     return make_from_hashes(
-        {rel: (hashlib.sha256(data).hexdigest(), len(data)) for rel, data in files.items()}, sources,
-        archive=archive, source_date_epoch=source_date_epoch, hasher=hasher,
+        {rel: (hashlib.sha256(data).hexdigest(), len(data)) for rel, data in files.items()},
+        sources,
+        archive=archive,
+        source_date_epoch=source_date_epoch,
+        hasher=hasher,
     )
 
 
@@ -110,7 +114,6 @@ def read_live(build: Path) -> dict[str, Any]:
     """A build's manifest as parsed JSON (once per process, see :func:`sitegen.publish.live.read_manifest`).
     Raises OSError/ValueError."""
     return read_manifest(build)
-
 
 
 def load(site: Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ Every path is checked to stay inside the site; ``.gz`` twins are written beside 
 for nginx's ``gzip_static`` -- deterministically (gzip mtime 0) and with the same mtime as the
 original, so ``Last-Modified``/``ETag`` agree whichever body nginx picks.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -80,8 +81,7 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
         return {}
     try:
         data = read_manifest(previous)
-        return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items()
-                if isinstance(e, dict) and "sha256" in e}
+        return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items() if isinstance(e, dict) and "sha256" in e}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
 
@@ -91,7 +91,7 @@ def _write_file(path: str, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -192,8 +192,9 @@ def _switch(out: Path, target: Path, durable: bool = False) -> None:
         except OSError as exc:
             if link.is_symlink():
                 link.unlink()
-            raise SitegenError(f"{out}: cannot move the old site folder aside ({exc.strerror}); "
-                               f"is it a mount point? Publish to a path inside it instead") from None
+            raise SitegenError(
+                f"{out}: cannot move the old site folder aside ({exc.strerror}); is it a mount point? Publish to a path inside it instead"
+            ) from None
     if durable:
         _fsync_dir(out.parent)
 
@@ -228,8 +229,7 @@ class Writer:
     write their runs' pages into the same folder with a ``Writer`` of their own (``old``: the
     live manifest's entries for their files) and hand back :attr:`hashes`."""
 
-    def __init__(self, root: Path, previous: Path | None, old: dict[str, tuple[str, int]], *,
-                 replace: bool = False) -> None:
+    def __init__(self, root: Path, previous: Path | None, old: dict[str, tuple[str, int]], *, replace: bool = False) -> None:
         """``replace``: files already there are replaced (a worker's job that runs again after
         its first worker died may find what that one wrote)."""
         self.root, self.previous, self.old, self.replace = Path(root), previous, old, replace

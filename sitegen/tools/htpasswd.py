@@ -6,6 +6,7 @@ crypt(). It is not a strong password hash -- pair it with TLS and per-user passw
 offer bcrypt on purpose: nginx re-checks the password on *every* request, and bcrypt at cost 10
 costs ~90 ms per request (cost 12 ~280 ms), against ~5 ms for apr1.
 """
+
 from __future__ import annotations
 
 import getpass

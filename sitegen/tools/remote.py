@@ -22,6 +22,7 @@ Credentials come from the usual environment of each filesystem (``AWS_ACCESS_KEY
 One build per cache URL at a time: a push is not atomic across objects (each cache entry is
 one object, so a reader sees an entry whole or not at all; a half-pushed cache only lacks some).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -114,7 +115,7 @@ def _listing(fs, root: str) -> dict[str, dict]:
         key = key.rstrip("/") if info.get("type") != "directory" else key
         if info.get("type") == "directory" or not key.startswith(prefix) or key.endswith("/"):
             continue
-        rel = _safe_rel(key[len(prefix):])
+        rel = _safe_rel(key[len(prefix) :])
         if rel is None:
             log.warning("%s: object key cannot be a local path; skipped", key)
             continue
@@ -229,7 +230,12 @@ def sync_archive(url: str, local_dir: Path, *, storage_options: dict | None = No
     for rel, info in sorted(listing.items()):
         old = known.get(rel)
         sig = _local_sig(tree / PurePosixPath(rel))
-        if old is not None and old.get("tag") == _tag(info) and old.get("size") == info.get("size") and sig == (old.get("size"), old.get("mtime_ns")):
+        if (
+            old is not None
+            and old.get("tag") == _tag(info)
+            and old.get("size") == info.get("size")
+            and sig == (old.get("size"), old.get("mtime_ns"))
+        ):
             keep[rel] = old
         else:
             fetch.append(rel)
@@ -272,7 +278,11 @@ def pull_cache(url: str, local_dir: Path, *, storage_options: dict | None = None
     fetch = []
     for rel, info in sorted(listing.items()):
         old = known.get(rel)
-        if old is None or old.get("tag") != _tag(info) or _local_sig(local_dir / PurePosixPath(rel)) != (old.get("size"), old.get("mtime_ns")):
+        if (
+            old is None
+            or old.get("tag") != _tag(info)
+            or _local_sig(local_dir / PurePosixPath(rel)) != (old.get("size"), old.get("mtime_ns"))
+        ):
             fetch.append(rel)
     known = {r: e for r, e in known.items() if r in listing and r not in fetch}
     _write_index(index_path, url, known)
@@ -318,9 +328,9 @@ def push_cache(local_dir: Path, url: str, *, storage_options: dict | None = None
     report.uploaded, report.deleted = send, gone
     listing = _listing(fs, root)
     report.listed = len(listing)
-    _write_index(index_path, url, {
-        r: {"tag": _tag(listing[r]), "size": files[r][0], "mtime_ns": files[r][1]} for r in files if r in listing
-    })
+    _write_index(
+        index_path, url, {r: {"tag": _tag(listing[r]), "size": files[r][0], "mtime_ns": files[r][1]} for r in files if r in listing}
+    )
     log.info("%s: cache pushed, %d uploaded, %d deleted", url, len(send), len(gone))
     return report
 
@@ -342,7 +352,11 @@ class Localized:
 
 
 def localize(
-    archive: str | Path, cache: str | Path | None, *, use_cache: bool = True, base: Path | None = None,
+    archive: str | Path,
+    cache: str | Path | None,
+    *,
+    use_cache: bool = True,
+    base: Path | None = None,
     storage_options: dict | None = None,
 ) -> Localized:
     """The local folders a build works on: a URL archive is mirrored (``file://`` is used in

@@ -6,6 +6,7 @@ never served. The site path is resolved on every request, so a build published m
 symlink swap) is picked up without a restart and one request never mixes two builds.
 Not meant for production: it has no authentication; put nginx (``examples/nginx``) in front.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -29,8 +30,15 @@ SECURITY_HEADERS = {
 }
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
 CACHE_REVALIDATE = "no-cache"
-TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".html": "text/html; charset=utf-8",
-         ".json": "application/json", ".svg": "image/svg+xml", ".csv": "text/csv; charset=utf-8", ".wav": "audio/wav"}
+TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+    ".csv": "text/csv; charset=utf-8",
+    ".wav": "audio/wav",
+}
 
 
 def cache_control(rel: str) -> str:

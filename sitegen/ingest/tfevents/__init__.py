@@ -4,6 +4,7 @@ Plain and per record, so it can serve as the oracle for the vectorized path. Eac
 ``Event``; each ``Summary.Value`` in it is sorted into a kind the way TensorBoard does it: the
 *first* value of a tag fixes its plugin (metadata plugin name, else the value's own type).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -233,7 +234,14 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             if mime is None:
                 run.problems.append(Problem(path, off, "bad-image", f"tag {val.tag!r}: payload is not PNG/JPEG/GIF/WebP; not shown"))
             elif len(data) > options.max_image_bytes:
-                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: image of {len(data)} bytes over the limit of {options.max_image_bytes}; not shown"))
+                run.problems.append(
+                    Problem(
+                        path,
+                        off,
+                        "too-large",
+                        f"tag {val.tag!r}: image of {len(data)} bytes over the limit of {options.max_image_bytes}; not shown",
+                    )
+                )
             else:
                 run.images.append(Image(val.tag, step, wall, data, mime, w, h))
     elif kind == "audio":
@@ -251,7 +259,14 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             clips = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
         for data in clips:
             if len(data) > options.max_audio_bytes:
-                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: audio of {len(data)} bytes over the limit of {options.max_audio_bytes}; not shown"))
+                run.problems.append(
+                    Problem(
+                        path,
+                        off,
+                        "too-large",
+                        f"tag {val.tag!r}: audio of {len(data)} bytes over the limit of {options.max_audio_bytes}; not shown",
+                    )
+                )
             else:
                 run.audio.append(Audio(val.tag, step, wall, data, media.audio_mime(data), rate))
     elif kind == "histograms":
@@ -270,7 +285,14 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             t = decode_tensor(val.tensor)
             body = _text_of(t)
             if len(body) > options.max_text_chars:
-                run.problems.append(Problem(path, off, "too-large", f"tag {val.tag!r}: text of {len(body)} characters; only the first {options.max_text_chars} kept"))
+                run.problems.append(
+                    Problem(
+                        path,
+                        off,
+                        "too-large",
+                        f"tag {val.tag!r}: text of {len(body)} characters; only the first {options.max_text_chars} kept",
+                    )
+                )
                 body = body[: options.max_text_chars] + " […]"
             run.texts.append(Text(val.tag, step, wall, body))
     elif kind == "pr_curves":
@@ -314,7 +336,9 @@ def decode_event(dec: Decoded, off: int, payload: memoryview, options: ReadOptio
                 _add_value(dec, off, step, wall, _parse_value(v), options, path)  # type: ignore[arg-type]
 
 
-def decode_buffer(buf: bytes | memoryview, path: str, options: ReadOptions, *, start: int = 0, dec: Decoded | None = None) -> tuple[Decoded, Framing]:
+def decode_buffer(
+    buf: bytes | memoryview, path: str, options: ReadOptions, *, start: int = 0, dec: Decoded | None = None
+) -> tuple[Decoded, Framing]:
     """Reference decode of a whole buffer (or its tail from ``start``), record by record."""
     dec = dec or Decoded()
     framing = Framing()
@@ -344,7 +368,9 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     lens = names.lens
     if fs.runs is None or sum(hi - lo for lo, hi, _ in runs) < n // 2:
         return strings_from_codes(fs.tag, fs.tag_id)
-    loose: list[tuple[int, int, np.ndarray | None]] = [(lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo]
+    loose: list[tuple[int, int, np.ndarray | None]] = [
+        (lo, hi, None) for lo, hi in zip([0] + [hi for _, hi, _ in runs], [lo for lo, _, _ in runs] + [n]) if hi > lo
+    ]
     total = sum(int(lens[t].sum()) * ((hi - lo) // len(t)) for lo, hi, t in runs)
     total += sum(int(lens[fs.tag_id_of(lo, hi)].sum()) for lo, hi, _ in loose)
     if total >= 2**31:  # int32 offsets of pa.string() would overflow: Arrow's way, which says so
@@ -395,9 +421,7 @@ def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, d
     return pa.concat_tables([fast, slow]).take(pa.array(order)), fs.end
 
 
-def decode_file(
-    path: Path, options: ReadOptions, *, start: int = 0, state: dict | None = None
-) -> tuple[RunData, dict]:
+def decode_file(path: Path, options: ReadOptions, *, start: int = 0, state: dict | None = None) -> tuple[RunData, dict]:
     """Decode one event file from byte ``start`` (0, or where a previous read stopped).
 
     Returns the file's data and the state a later call needs to decode only what was appended:

@@ -62,6 +62,7 @@ is rechecked record by record, so exactly the bad records are reported (``bad-cr
 skipped. ``verify=False`` skips payload CRCs; length CRCs are always checked (the header bytes
 are part of the template, and the walk checks them one by one).
 """
+
 from __future__ import annotations
 
 import struct
@@ -82,8 +83,16 @@ class FastScalars:
     """What :func:`decode_scalars` found; one row per fast scalar record, in file order."""
 
     def __init__(
-        self, tag: list[str], record: np.ndarray, tag_id: np.ndarray, step: np.ndarray, wall_time: np.ndarray,
-        value: np.ndarray, other: list[tuple[int, int, int]], problems: list[Problem], end: int,
+        self,
+        tag: list[str],
+        record: np.ndarray,
+        tag_id: np.ndarray,
+        step: np.ndarray,
+        wall_time: np.ndarray,
+        value: np.ndarray,
+        other: list[tuple[int, int, int]],
+        problems: list[Problem],
+        end: int,
         runs: list[Run] | None = None,
     ) -> None:
         self.tag = tag  # distinct tags in order of first appearance
@@ -162,9 +171,7 @@ class _Template:
     hi: np.ndarray
 
 
-def decode_scalars(
-    buf: bytes | memoryview | np.ndarray, *, path: str, verify: bool = True, start: int = 0
-) -> FastScalars:
+def decode_scalars(buf: bytes | memoryview | np.ndarray, *, path: str, verify: bool = True, start: int = 0) -> FastScalars:
     """Decode the fast scalar records of one event file; see the module docstring."""
     if isinstance(buf, np.ndarray):
         a = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
@@ -299,8 +306,10 @@ class _Decoder:
         fast = cast("list[_FastPos]", [p for p in pos if p.layout is not None])
         step_bytes = [p.c + HEADER + 9 + p.layout.s for p in fast if p.layout.s]  # must not be 0
         return _Template(
-            pos, base - first,
-            np.array([self._tag_id(p.layout.tag) for p in fast], np.int32), fast,
+            pos,
+            base - first,
+            np.array([self._tag_id(p.layout.tag) for p in fast], np.int32),
+            fast,
             *ff.byte_ranges(self.a[first:base] & mrow, mrow, step_bytes),
         )
 
@@ -411,8 +420,9 @@ class _Decoder:
 
     def _result(self, end: int) -> FastScalars:
         n = self.n
-        res = FastScalars(self.tags, self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n],
-                          self.other, self.problems, end, self.runs)
+        res = FastScalars(
+            self.tags, self.rec[:n], self.tid[:n], self.step[:n], self.wall[:n], self.val[:n], self.other, self.problems, end, self.runs
+        )
         self.problems.sort(key=lambda pr: cast(int, pr.offset))  # all made by _problem, with an offset
         self.other.sort()
         if not self.bad_rows:

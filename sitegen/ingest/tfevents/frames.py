@@ -9,6 +9,7 @@
 * vectorized varint decoding of fixed-width step fields, fancy-indexed field gathers and fills
   of periodic sequences by doubling.
 """
+
 from __future__ import annotations
 
 import functools
@@ -105,8 +106,12 @@ def classify(p: bytes) -> tuple[Layout, int] | None:
     if ln == t + 9 and t <= 118 and p[i + 3] == t + 7 and n == i + 11 + t and p[i + 6 + t] == 0x15:
         kind = 1
     elif (
-        ln == t + 29 and t <= 98 and p[i + 3] == t + 27 and n == i + 31 + t
-        and p[i + 6 + t : i + 14 + t] == _TF2_MID and p[i + 18 + t :] == _TF2_TAIL
+        ln == t + 29
+        and t <= 98
+        and p[i + 3] == t + 27
+        and n == i + 31 + t
+        and p[i + 6 + t : i + 14 + t] == _TF2_MID
+        and p[i + 18 + t :] == _TF2_TAIL
     ):
         kind = 2
     else:

@@ -4,6 +4,7 @@ We parse logs without generated protobuf code so that neither tensorflow nor ten
 runtime dependency. Any malformation raises :class:`WireError`; callers turn it into a problem
 naming the file and record offset.
 """
+
 from __future__ import annotations
 
 import struct

@@ -1,4 +1,5 @@
 """Decode TensorFlow ``TensorProto`` messages (TF2 and PyTorch new-style summaries) to numpy."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,18 @@ from sitegen.ingest.tfevents.protowire import LEN, WireError, iter_fields, packe
 DT_STRING = 7
 #: TensorFlow DataType -> numpy dtype of tensor_content (little-endian, row-major).
 _CONTENT_DTYPES = {
-    1: "<f4", 2: "<f8", 3: "<i4", 4: "u1", 5: "<i2", 6: "i1", 9: "<i8", 10: "?",
-    17: "<u2", 19: "<f2", 22: "<u4", 23: "<u8",
+    1: "<f4",
+    2: "<f8",
+    3: "<i4",
+    4: "u1",
+    5: "<i2",
+    6: "i1",
+    9: "<i8",
+    10: "?",
+    17: "<u2",
+    19: "<f2",
+    22: "<u4",
+    23: "<u8",
 }
 #: typed repeated field -> (struct format, dtypes it may carry)
 _TYPED_FIELDS = {5: "f", 6: "d", 7: "v", 10: "v", 11: "v", 13: "v", 16: "v", 17: "v"}
@@ -80,4 +91,3 @@ def decode_tensor(buf: memoryview) -> Tensor:
             else:
                 raise WireError(f"tensor holds {len(values)} values, shape {shape} needs {size}")
     return Tensor(dtype, shape, values.reshape(shape) if shape else values.reshape(()), None)
-

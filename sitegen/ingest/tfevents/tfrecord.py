@@ -11,6 +11,7 @@ damage policy is the project's policy:
 * bad payload CRC (when verifying): the length was proven by its own CRC, so skip exactly this
   record (``bad-crc`` problem) and go on with the next one.
 """
+
 from __future__ import annotations
 
 import struct
@@ -79,9 +80,7 @@ def iter_records(
     framing.end = start
     while off < size:
         if size - off < HEADER:
-            framing.problems.append(
-                Problem(path, off, "truncated", f"incomplete record header ({size - off} bytes): not written yet")
-            )
+            framing.problems.append(Problem(path, off, "truncated", f"incomplete record header ({size - off} bytes): not written yet"))
             return
         if not _length_ok(view, off):
             nxt = _resync(view, off + 1)

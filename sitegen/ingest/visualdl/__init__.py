@@ -26,6 +26,7 @@ Mapping to :class:`~sitegen.model.RunData`:
 Incremental reads: ``decode_file(path, options, start=state["end"])`` decodes only what was
 appended (the decode cache in ``sitegen.cache.store`` calls it like that).
 """
+
 from __future__ import annotations
 
 import os
@@ -71,7 +72,11 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
 
 
 def decode_file(
-    path: str | os.PathLike, options: ReadOptions = ReadOptions(), *, start: int = 0, state: dict | None = None,
+    path: str | os.PathLike,
+    options: ReadOptions = ReadOptions(),
+    *,
+    start: int = 0,
+    state: dict | None = None,
     fast: bool | None = None,
 ) -> tuple[RunData, dict]:
     """Decode one file from byte offset ``start`` (0, or the ``end`` of a previous call's state).
@@ -415,8 +420,10 @@ def _audio(b, p, e, tag, step, wt, options):
 def _text_item(b, p, e, tag, step, wt, options):
     text = _str1(b, _collect(b, p, e).get(1))
     if len(text) > options.max_text_chars:
-        return [Text(tag, step, wt, text[: options.max_text_chars] + " […]"),
-                ("problem", "too-large", f"text {tag!r} step {step}: {len(text)} characters; only the first {options.max_text_chars} kept")]
+        return [
+            Text(tag, step, wt, text[: options.max_text_chars] + " […]"),
+            ("problem", "too-large", f"text {tag!r} step {step}: {len(text)} characters; only the first {options.max_text_chars} kept"),
+        ]
     return Text(tag, step, wt, text)
 
 

@@ -22,6 +22,7 @@ records go through the per-record parser, whose common scalar layout is decoded 
 A verified row has byte-for-byte the structure of its template record, so it parses to exactly
 what the slow parser would return; the tests check that on real files.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -282,9 +283,7 @@ def walk(buf: bytes, path: str, parse: Parser, *, start: int = 0, fast: bool = T
                 cool, need = min(16 << fails, 1 << 13), 8
                 hist.clear()
         if size - off < HEADER:
-            out.problems.append(
-                Problem(path, off, "truncated", f"incomplete record header ({size - off} bytes): not written yet")
-            )
+            out.problems.append(Problem(path, off, "truncated", f"incomplete record header ({size - off} bytes): not written yet"))
             break
         n = int.from_bytes(b[off : off + HEADER], "little")
         stop = off + HEADER + n
