@@ -1,22 +1,52 @@
-"""Shared fixtures: the built example site and a real headless Chromium."""
+"""Fixtures shared by the test folders: built example sites (in-process and through the real
+command line), a session decode cache, and a real headless Chromium."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from testpaths import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, ROOT  # noqa: F401  (re-exported)
+from tests.support import CHROMIUM, CHROMIUM_ARGS, EXAMPLE
+from tests.support.cli import run_sitegen
 
 
 @pytest.fixture(scope="session")
 def example_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
 
     out = tmp_path_factory.mktemp("example") / "site"
     build(EXAMPLE, out, BuildOptions(config=Config(title="Example runs")))
+    return out
+
+
+@pytest.fixture(scope="session")
+def reference_site(tmp_path_factory) -> Path:
+    """The example archive built on this machine the ordinary way (the default executor), with
+    the configuration of :mod:`tests.support.sites` (the sites compared with it use it too)."""
+    from tests.support.sites import build_site
+
+    base = tmp_path_factory.mktemp("reference")
+    build_site(EXAMPLE, base / "site", cache=base / "cache")
+    return base / "site"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """A decode cache shared by the command-line builds of the example archive."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, cache_dir) -> Path:
+    """The example archive published by the command line to <tmp>/www/reports (a symlink), as
+    nginx would serve it."""
+    www = tmp_path_factory.mktemp("www")
+    out = www / "reports"
+    r = run_sitegen("build", EXAMPLE, "--out", out, "--cache", cache_dir)
+    assert r.returncode == 0, r.stderr
+    assert out.is_symlink()
     return out
 
 

@@ -24,7 +24,7 @@ import sitegen
 from sitegen.model import slug as slugify
 from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
-from testpaths import EXAMPLE, ROOT
+from tests.support import EXAMPLE, ROOT
 
 VISUALDL_RUN = "paddle/ernie-tiny/2024-06-20_09-00-00"
 MLFLOW_STORE = "mlflow/mlruns"

@@ -10,7 +10,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 import sitegen
-from testpaths import EXAMPLE
+from tests.support import EXAMPLE
 
 
 def _export(out: Path) -> subprocess.CompletedProcess:

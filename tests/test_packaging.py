@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from testpaths import ROOT
+from tests.support import ROOT
 
 
 def test_wheel_contains_templates(tmp_path: Path):

@@ -1,14 +1,11 @@
 """Fixtures of the fault corpus: small real-writer logs and what each of their records holds."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import corpus  # noqa: E402
+from tests.support import corpus
 
 
 class Original:

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-import corpus
+from tests.support import corpus
 
 TRUNCATED = {"truncated"}
 TF_DAMAGE = {"bad-crc", "bad-length"}

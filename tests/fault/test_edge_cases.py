@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import corpus
+from tests.support import corpus
 import sitegen
 from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import corpus
+from tests.support import corpus
 from sitegen.model import ReadOptions, RunSource
 from sitegen.ingest import mlflow, tabular, tfevents, visualdl
 

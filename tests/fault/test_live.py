@@ -1,35 +1,39 @@
 """Building while a writer appends: only complete records are used, the next build gets the rest."""
 from __future__ import annotations
 
-import json
-import re
-import threading
-import time
 from pathlib import Path
 
-import corpus
-from testpaths import page_payload
-from sitegen.pipeline.build import BuildOptions, build
-from sitegen.pages.charts import decode_numbers
+from sitegen.cache.store import Store
 from sitegen.config import Config
 from sitegen.ingest import tfevents, visualdl
-from sitegen.cache.store import Store
 from sitegen.model import ReadOptions
+from sitegen.pages.charts import decode_numbers
+from sitegen.pipeline.build import BuildOptions, build
+
+from tests.support import corpus, page_payload
 
 N = 2000
+PIECE = 997  # bytes a write: never a record boundary for long (a writer mid-flush leaves partial records)
+BETWEEN = 7  # pieces written between two builds
 
 
-def _writer(path: Path, stop: threading.Event, done: threading.Event) -> None:
-    """Append raw records in small, unaligned pieces (a writer mid-flush leaves partial records)."""
-    data = corpus.tf_file([("loss", i, float(i), 1.7e9 + i) for i in range(N)])
-    with path.open("ab", buffering=0) as f:
-        pos = 0
-        while pos < len(data) and not stop.is_set():
-            step = 997  # never a record boundary for long
-            f.write(data[pos : pos + step])
-            pos += step
-            time.sleep(0.05)
-    done.set()
+class Writer:
+    """Appends an event file of ``N`` scalar records, one piece at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        data = corpus.tf_file([("loss", i, float(i), 1.7e9 + i) for i in range(N)])
+        self.pieces = [data[i : i + PIECE] for i in range(0, len(data), PIECE)]
+        self.written = 0
+
+    def append(self) -> bool:
+        """Write the next piece; False when there is none left."""
+        if self.written == len(self.pieces):
+            return False
+        with self.path.open("ab") as f:
+            f.write(self.pieces[self.written])
+        self.written += 1
+        return True
 
 
 def _last_drawn_step(site: Path) -> int:
@@ -39,35 +43,43 @@ def _last_drawn_step(site: Path) -> int:
     return decode_numbers(chart["rows"]["x"])[-1]
 
 
-def test_build_while_a_writer_appends(tmp_path):
+def test_build_while_a_writer_appends(tmp_path, monkeypatch):
+    """Pieces are written between builds and during them: right after the decode cache looked
+    at the file (its size and mtime) and before it is decoded. Every build's cache holds only
+    complete records, in order, as a prefix of the series; the next build gets the rest."""
     run = tmp_path / "arch" / "live"
     run.mkdir(parents=True)
     path = run / "events.out.tfevents.1700000000.host"
     path.write_bytes(b"")
+    writer = Writer(path)
+    decode = tfevents.decode_file
+
+    def growing(p, options, **kw):  # the file grows while the build reads it
+        writer.append()
+        return decode(p, options, **kw)
+
+    monkeypatch.setattr(tfevents, "decode_file", growing)
     cache = tmp_path / "cache"
-    stop, done = threading.Event(), threading.Event()
-    t = threading.Thread(target=_writer, args=(path, stop, done), daemon=True)
-    t.start()
-    try:
-        results = []
-        while not done.is_set() or not results:
-            results.append(build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), cache=cache)))
-            # the cache holds only complete records, in order, as a prefix of the series
-            data = Store(cache).read_file(path, ReadOptions(), tfevents.decode_file)
-            steps = data.scalars["step"].to_pylist()
-            assert steps == list(range(len(steps)))
-            assert {p.kind for p in data.problems} <= {"truncated"}
-    finally:
-        stop.set()
-        t.join(30)
-    assert len(results) >= 2 and all(r.runs == 1 for r in results)
+    results, seen = [], []
+    while writer.written < len(writer.pieces):
+        for _ in range(BETWEEN):
+            writer.append()
+        results.append(build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), cache=cache)))
+        data = Store(cache).read_file(path, ReadOptions(), decode)
+        steps = data.scalars["step"].to_pylist()
+        assert steps == list(range(len(steps)))
+        assert {p.kind for p in data.problems} <= {"truncated"}
+        seen.append(len(steps))
+    assert len(results) == -(-len(writer.pieces) // (BETWEEN + 1)) and all(r.runs == 1 for r in results)
+    assert seen == sorted(seen) and 0 < seen[0] < N  # the series grew build after build
     # the writer is done: the next build (through the cache, decoding only the appended tail)
     # shows the full series, and a build without the cache agrees
+    monkeypatch.setattr(tfevents, "decode_file", decode)
     final = build(tmp_path / "arch", tmp_path / "site", BuildOptions(config=Config(), cache=cache))
     assert not final.problems
-    full = Store(cache).read_file(path, ReadOptions(), tfevents.decode_file)
+    full = Store(cache).read_file(path, ReadOptions(), decode)
     assert full.scalars["step"].to_pylist() == list(range(N)) and full.files[0].decoded_bytes == path.stat().st_size
-    fresh, _ = tfevents.decode_file(path, ReadOptions())
+    fresh, _ = decode(path, ReadOptions())
     assert fresh.scalars.equals(full.scalars)
     assert _last_drawn_step(tmp_path / "site") == N - 1
 

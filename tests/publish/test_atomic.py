@@ -1,32 +1,34 @@
 """Atomic publishing: whatever moment a build dies, ``out`` is a complete site that verifies."""
 from __future__ import annotations
 
+import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from sitegen.publish import manifest, staging as publish
+from sitegen.publish import manifest
+from sitegen.publish import staging as publish
+from sitegen.publish.live import BUILD_NAME
 from sitegen.errors import SitegenError
 
-from _publish_helpers import EXAMPLE, REPO, run_sitegen
+from tests.support import EXAMPLE, ROOT
+from tests.support.cli import child_env, run_sitegen
 
 
-def _build_proc(out: Path, cache: Path, *extra: str, sde: int | None = None) -> subprocess.Popen:
-    """A build in its own process; a new ``sde`` (SOURCE_DATE_EPOCH) changes the inputs, so the
-    build writes a new site instead of keeping the unchanged live one."""
-    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
-    if sde is not None:
-        env["SOURCE_DATE_EPOCH"] = str(sde)
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.Popen([sys.executable, "-m", "sitegen", "build", str(EXAMPLE), "--out", str(out),
-                             "--cache", str(cache), "--quiet", *extra],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _killed_build(out: Path, cache: Path, kill: str, *, title: str, keep: int = 50) -> subprocess.CompletedProcess:
+    """``sitegen build`` of the example archive in a child process killed (SIGKILL) just before
+    the write ``kill`` names (see :mod:`tests.support.killer`; ``"0"``: not killed). A new
+    ``title`` changes every page, so the build writes them all instead of linking the live
+    build's."""
+    config = out.parent / f"{title}.toml"
+    config.write_text(f"title = {json.dumps(title)}\n")
+    return subprocess.run([sys.executable, "-m", "tests.support.killer", kill, "build", str(EXAMPLE), "--out", str(out),
+                           "--cache", str(cache), "--config", str(config), "--keep", str(keep), "--jobs", "1", "--quiet"],
+                          cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=300)
 
 
 def _assert_complete(out: Path) -> Path:
@@ -39,70 +41,39 @@ def _assert_complete(out: Path) -> Path:
     return live
 
 
-def test_sigkill_at_random_times_leaves_a_complete_site(tmp_path, cache_dir):
+def test_a_build_killed_at_any_write_leaves_the_live_site_whole(tmp_path, cache_dir):
+    """Builds killed at chosen writes, counted (never timed): before the staging folder is
+    renamed, before the switch's symlink is made, before it replaces ``out``, and at a tenth,
+    two tenths... of all the writes (files, links, folders). ``out`` is always the last good
+    build, whole; the next good build removes what the killed ones left and prunes to --keep."""
     out = tmp_path / "www" / "reports"
-    first = _build_proc(out, cache_dir)  # cold: fills the cache
-    assert first.wait(timeout=120) == 0, first.stderr.read().decode()
-    _assert_complete(out)
-    t0 = time.monotonic()
-    warm = _build_proc(out, cache_dir, "--keep", "50", sde=1_700_000_000)
-    assert warm.wait(timeout=120) == 0, warm.stderr.read().decode()
-    duration = time.monotonic() - t0
-    lives = {_assert_complete(out)}
-    rng = random.Random(20240610)
-    killed = 0
-    # at least 6 builds, and more (up to 12) until 3 were killed mid-way: a build quicker than the
-    # one timed above finishes before a late kill, and this machine's speed drifts from build to build
-    for i in range(12):
-        if i >= 6 and killed >= 3:
-            break
-        proc = _build_proc(out, cache_dir, "--keep", "50", sde=1_700_000_001 + i)
-        time.sleep(rng.uniform(0.2, 1.0) * duration)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            killed += 1
-        proc.wait(timeout=60)
-        lives.add(_assert_complete(out))
-    assert killed >= 3, "the build always finished before the kill: the test did not test anything"
+    out.parent.mkdir()
+    first = _killed_build(out, cache_dir, "0", title="cold")
+    assert first.returncode == 0, first.stderr
+    warm = _killed_build(out, cache_dir, "0", title="warm")  # the shape of every build below
+    assert warm.returncode == 0, warm.stderr
+    calls = json.loads(warm.stdout.splitlines()[-1])
+    assert calls[-3:] == ["rename", "symlink", "replace"]  # staging -> final, the link, the switch
+    assert calls.count("write") > 20 and calls.count("link") > 20  # pages written, unchanged ones linked
+    live = _assert_complete(out)
+    kills = ["replace:1", "symlink:1", "rename:1", "1", *(str(len(calls) * k // 10) for k in range(1, 10))]
+    for i, kill in enumerate(kills):
+        r = _killed_build(out, cache_dir, kill, title=f"killed {i}")
+        assert r.returncode == -signal.SIGKILL, (kill, r.returncode, r.stderr)
+        assert _assert_complete(out) == live, f"killed at {kill}: the live build changed"
+    builds = publish.builds_dir(out)
+    assert list(builds.glob(".staging-*")), "the killed builds left no staging folder behind"
+    assert list(out.parent.glob(".reports.link-*")), "the build killed before the switch left no link behind"
     r = run_sitegen("verify", out)
     assert r.returncode == 0, r.stdout + r.stderr
     # a later good build cleans up the leftovers of the killed ones and prunes to --keep
-    r = run_sitegen("build", EXAMPLE, "--out", out, "--cache", cache_dir, "--keep", "2", "--quiet")
+    r = _killed_build(out, cache_dir, "0", title="good", keep=2)
     assert r.returncode == 0, r.stderr
-    _assert_complete(out)
-    builds = publish.builds_dir(out)
+    assert _assert_complete(out) != live
     names = sorted(p.name for p in builds.iterdir() if p.name != ".lock")
-    assert len(names) == 2 and all(publish.BUILD_NAME.match(n) for n in names), names
+    assert len(names) == 2 and all(BUILD_NAME.match(n) for n in names), names
     assert out.resolve().name == names[-1]
     assert not list(out.parent.glob(".reports.link-*"))
-
-
-def test_kill_while_writing_keeps_the_old_site(tmp_path):
-    """Kill a publish of a big site for sure mid-write (while its staging folder exists)."""
-    out = tmp_path / "site"
-    publish.publish({"index.html": b"<p>old</p>", "assets/a.js": b"1"}, out)
-    old = out.resolve()
-    code = (
-        "import sys; from pathlib import Path; from sitegen.publish import staging as publish\n"
-        "files = {f'runs/r{i}/index.html': bytes([i % 251]) * 200_000 for i in range(400)}\n"
-        "files['index.html'] = b'new'\n"
-        "publish.publish(files, Path(sys.argv[1]))\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
-    builds = publish.builds_dir(out)
-    deadline = time.monotonic() + 30
-    while not list(builds.glob(".staging-*/runs/r1*")):
-        assert proc.poll() is None and time.monotonic() < deadline, "the publish never started writing"
-        time.sleep(0.005)
-    proc.kill()
-    proc.wait()
-    assert out.resolve() == old
-    assert (out / "index.html").read_bytes() == b"<p>old</p>"
-    assert list(builds.glob(".staging-*")), "expected the killed build's staging folder to be left behind"
-    publish.publish({"index.html": b"new"}, out, keep=1)
-    assert (out / "index.html").read_bytes() == b"new"
-    assert not list(builds.glob(".staging-*")) and len(publish.list_builds(out)) == 1
 
 
 def test_keep_prunes_but_never_the_live_build(tmp_path):

@@ -9,7 +9,8 @@ from pathlib import Path
 from sitegen import __version__
 from sitegen.publish import manifest
 
-from _publish_helpers import EXAMPLE, run_sitegen
+from tests.support import EXAMPLE
+from tests.support.cli import run_sitegen
 
 
 def _tree(root: Path) -> dict[str, bytes]:

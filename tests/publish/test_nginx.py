@@ -20,9 +20,10 @@ import pytest
 
 from sitegen.tools.serve import SECURITY_HEADERS
 
-from _publish_helpers import CHROMIUM, CHROMIUM_ARGS, NGINX, REPO, free_port, run_sitegen
+from tests.support import ROOT
+from tests.support.cli import NGINX, free_port, run_sitegen
 
-KIT = REPO / "examples" / "nginx"
+KIT = ROOT / "examples" / "nginx"
 USER, PASSWORD = "alice", "correct horse battery staple"
 IMMUTABLE = "public, max-age=31536000, immutable"
 

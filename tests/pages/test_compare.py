@@ -1,0 +1,164 @@
+"""Comparison pages in real headless Chromium over file://: smoothing, axes, log scale, filters,
+the config diff, and the page-data budget with many runs."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tests.support import page_payload
+
+SMOOTH = ".chart.overlay svg g.smooth_marks path"
+
+
+def _open_all(page, site: Path):
+    page.goto((site / "compare" / "all" / "index.html").as_uri())
+    page.wait_for_selector(SMOOTH, timeout=20000)
+    page.wait_for_function("document.querySelectorAll('.chart.overlay.drawn').length >= 2", timeout=20000)
+
+
+def _paths(page) -> list[str]:
+    return page.eval_on_selector_all(".chart.overlay[data-tag-index='0'] svg g.smooth_marks path", "ps => ps.map(p => p.getAttribute('d'))")
+
+
+def _set(page, selector: str, value: str, event: str = "change"):
+    page.eval_on_selector(selector, f"(e, v) => {{ e.value = v; e.dispatchEvent(new Event('{event}', {{bubbles: true}})); }}", value)
+
+
+def _wait_change(page, before: list[str]):
+    page.wait_for_function(
+        "before => { const ps = Array.from(document.querySelectorAll(\".chart.overlay[data-tag-index='0'] svg g.smooth_marks path\")).map(p => p.getAttribute('d')); return ps.length && JSON.stringify(ps) !== JSON.stringify(before); }",
+        arg=before, timeout=10000,
+    )
+
+
+def test_smoothing_slider_changes_the_plotted_path(page, example_site: Path):
+    _open_all(page, example_site)
+    before = _paths(page)
+    assert before and all(before)
+    _set(page, "#smoothing", "0.95", "input")
+    _wait_change(page, before)
+    after = _paths(page)
+    assert after != before
+    assert page.inner_text("#smoothing-value") == "0.95"
+    _set(page, "#smoothing", "0", "input")
+    _wait_change(page, after)
+    assert page.log.errors == [], page.log.errors
+    assert all(u.startswith("file://") for u in page.log.requests)
+
+
+def test_x_axis_and_log_scale(page, example_site: Path):
+    _open_all(page, example_site)
+    before = _paths(page)
+    _set(page, "#x-axis", "wall")
+    _wait_change(page, before)
+    titles = page.eval_on_selector_all(".chart.overlay[data-tag-index='0'] svg .role-axis-title text", "ts => ts.map(t => t.textContent)")
+    assert "wall time" in titles
+    wall = _paths(page)
+    _set(page, "#x-axis", "relative")
+    _wait_change(page, wall)
+    titles = page.eval_on_selector_all(".chart.overlay[data-tag-index='0'] svg .role-axis-title text", "ts => ts.map(t => t.textContent)")
+    assert "relative time (hours)" in titles
+    rel = _paths(page)
+    _set(page, "#y-scale", "log")
+    _wait_change(page, rel)
+    log_paths = _paths(page)
+    assert log_paths != rel
+    # a log axis labels powers of ten: check the scale really changed in the Vega view
+    kind = page.evaluate("() => document.querySelector(\".chart.overlay[data-tag-index='0']\")._view.scale('y').type")
+    assert kind == "log"
+    assert page.log.errors == [], page.log.errors
+    assert all(u.startswith(example_site.resolve().as_uri() if False else "file://") for u in page.log.requests)
+
+
+def test_tag_and_run_filters(page, example_site: Path):
+    _open_all(page, example_site)
+    cards = page.locator("figure.card[data-tag]")
+    total = cards.count()
+    page.fill("#tag-filter", "^eval/")
+    shown = [cards.nth(i).get_attribute("data-tag") for i in range(total) if cards.nth(i).is_visible()]
+    assert shown and all(t.startswith("eval/") for t in shown) and len(shown) < total
+    page.fill("#tag-filter", "(")
+    assert page.locator("#filter-error").is_visible()
+    page.fill("#tag-filter", "")
+    before = _paths(page)
+    page.fill("#run-regex", "gpt2")
+    _wait_change(page, before)
+    runs = json.loads(page.evaluate("() => JSON.stringify(window.SITEGEN_PAGE.runs.map(r => r.n))"))
+    expected = sum(1 for r in runs if "gpt2" in r)
+    assert page.inner_text("#runs-shown") == f"{expected} / {len(runs)}"
+    assert len(_paths(page)) == expected
+    assert page.log.errors == [], page.log.errors
+
+
+def test_every_line_belongs_to_its_run(page, example_site: Path):
+    """The curves come in parts of a few runs each (their run indices count from the part's
+    first run): in the page, every line's run is the run it is named after."""
+    _open_all(page, example_site)
+    assert len(page_payload(example_site / "compare" / "all" / "index.html")["tags"][0]["parts"]) > 1
+    wrong = page.evaluate("""() => { const p = window.SITEGEN_PAGE, bad = [];
+        p.tags.forEach(tg => tg.lines.forEach(ln => { const n = p.runs[ln.r].n;
+            if (ln.s !== n && !ln.s.startsWith(n + " · ")) bad.push([tg.tag, ln.s, n]); }));
+        return bad.concat(p.tags.filter(tg => !tg.lines.length).map(tg => [tg.tag])); }""")
+    assert wrong == []
+    assert page.log.errors == [], page.log.errors
+
+
+def test_legend_click_highlights_a_run(page, example_site: Path):
+    _open_all(page, example_site)
+    chart = ".chart.overlay[data-tag-index='0'] svg"
+    page.locator(f"{chart} .role-legend-label text").first.click()
+    page.wait_for_function(
+        f"() => Array.from(document.querySelectorAll(\"{chart} g.smooth_marks path\")).some(p => Number(p.getAttribute('opacity') || p.style.opacity || 1) < 0.5)",
+        timeout=10000,
+    )
+    assert page.log.errors == [], page.log.errors
+
+
+def test_config_diff_lists_exactly_the_differing_keys(page, example_site: Path):
+    (bert,) = (example_site / "compare").glob("nlp-bert-base-*/index.html")  # its two runs
+    page.goto(bert.as_uri())
+    page.wait_for_selector(SMOOTH, timeout=20000)
+    picks = page.locator("input.diff-pick")
+    assert picks.count() >= 2
+    assert "two or more" in page.inner_text("#config-diff")
+    picks.nth(0).check()
+    picks.nth(1).check()
+    configs = json.loads(page.evaluate("() => JSON.stringify(window.SITEGEN_PAGE.configs)"))
+    a, b = configs[0], configs[1]
+    expected = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    shown = page.eval_on_selector_all("#config-diff tr[data-key]", "rs => rs.map(r => r.getAttribute('data-key'))")
+    assert shown == expected
+    # the two bert-base runs of the example differ in learning rate and seed, not in the dataset
+    assert "lr" in shown and "seed" in shown and "dataset" not in shown
+    assert page.log.errors == [], page.log.errors
+
+
+def test_hparam_table_marks_best_and_collapses_constants(example_site: Path):
+    html = (example_site / "compare" / "all" / "index.html").read_text("utf-8")
+    assert 'class="num best"' in html or "best" in html
+    nlp = [p for p in (example_site / "compare").glob("nlp-*/index.html")]
+    assert nlp
+    text = nlp[0].read_text("utf-8")
+    assert "same in all runs" in text  # e.g. project = nlp is collapsed
+
+
+def test_comparison_pages_are_linked(example_site: Path):
+    index = (example_site / "index.html").read_text("utf-8")
+    assert 'href="compare/all/index.html"' in index
+    run = next((example_site / "runs").glob("*/index.html")).read_text("utf-8")
+    assert "../../compare/all/index.html" in run
+    assert re.search(r'href="\.\./\.\./compare/[a-z0-9-]+-[0-9a-f]{10}/index.html"', run)
+
+
+def test_comparison_page_data_stays_within_budget(many_runs_site: Path):
+    pages = sorted((many_runs_site / "compare").glob("*/index.html"))
+    assert len(pages) == 1 + 4 + 20  # all, projects, project/model
+    biggest = max(len(json.dumps(page_payload(p), separators=(",", ":"))) for p in pages)
+    assert biggest < 2_000_000, biggest
+    payload = page_payload(many_runs_site / "compare" / "all" / "index.html")
+    assert len(payload["runs"]) == 200  # every run still drawn, each line thinned
+    assert payload["thinned"] and payload["points"] < 600
+    html = (many_runs_site / "compare" / "all" / "index.html").read_text("utf-8")
+    assert 'id="thinned-note"' in html
+    assert len(payload["configs"]) == 200 and "model.depth" in payload["configs"][0]

@@ -1,0 +1,255 @@
+"""Nightly rebuilds: an unchanged archive keeps the live build; a grown log redraws only its run
+(and the pages that list it), the other runs' files are hard links to the live build's.
+
+All by counts: files decoded and the byte each was decoded from, runs and pages drawn, files
+written anew (a new inode) and their bytes; never by timing."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sitegen.publish import manifest, staging as publish
+from sitegen.model import slug as slugify
+from sitegen.pipeline.build import BuildOptions, build
+from sitegen.pipeline.executors import Serial
+from sitegen.config import Config
+
+from tests.support import page_payload
+from tests.support.eventgen import write_run
+from tests.support.sites import inodes
+
+
+@pytest.fixture()
+def archive(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for i in range(3):
+        write_run(root / "proj" / "model" / f"run{i}", tags=["train/loss", "val/acc"], steps=300, seed=i, start=1.7e9 + i)
+    return root
+
+
+def test_unchanged_archive_keeps_the_live_build(archive: Path, tmp_path: Path):
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    first = build(archive, out, BuildOptions(config=Config(), cache=cache))
+    live = out.resolve()
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache))
+    assert out.resolve() == live and len(publish.list_builds(out)) == 1  # nothing new was written
+    assert (again.runs, again.files, again.problems) == (first.runs, first.files, []) and first.runs == 3
+    assert manifest.verify(out) == []
+    # another date is another input: a new build, whose run pages are links to the live ones
+    build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1_700_000_000))
+    assert out.resolve() != live and len(publish.list_builds(out)) == 2
+    # a damaged live build is never kept: a missing file makes the next build write a new one
+    live = out.resolve()
+    next(live.glob("runs/*/scalars.js")).unlink()
+    build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1_700_000_000))
+    assert out.resolve() != live and manifest.verify(out) == []
+
+
+def test_unchanged_rebuild_still_reports_the_problems(archive: Path, tmp_path: Path):
+    log = next((archive / "proj" / "model" / "run1").glob("*tfevents*"))
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    first = build(archive, out, BuildOptions(config=Config(), cache=cache))
+    live = out.resolve()
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache))
+    assert out.resolve() == live
+    assert first.problems and again.problems == first.problems
+
+
+def test_grown_log_redraws_only_its_run(archive: Path, tmp_path: Path):
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
+    before = inodes(out)
+    grown = archive / "proj" / "model" / "run2"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["train/loss", "val/acc"], steps=400, seed=2, start=1.7e9 + 2)
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
+    after = inodes(out)
+    changed = {rel for rel, ino in after.items() if before.get(rel) != ino}
+    run_of = {slugify(f"proj/model/run{i}"): i for i in range(3)}
+    redrawn = {run_of[rel.split("/")[1]] for rel in changed if rel.startswith("runs/")}
+    assert redrawn == {2}, sorted(changed)
+    for i in (0, 1):  # untouched runs: the very same files (hard links), not copies
+        page = f"runs/{slugify(f'proj/model/run{i}')}/index.html"
+        assert after[page] == before[page]
+    assert "index.html" in changed and "compare/all/index.html" in changed
+    assert manifest.verify(out) == []
+
+
+def test_files_a_power_cut_emptied_are_not_linked_into_the_next_build(archive: Path, tmp_path: Path, monkeypatch):
+    """Builds are not synced to storage unless asked (``durable``): after a power cut, a live
+    build's newest files may be there but empty. The next build links only files whose size
+    matches the live manifest, and draws the runs of the others again."""
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    synced: list[int] = []
+    monkeypatch.setattr(publish.os, "sync", lambda: synced.append(1))
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
+    assert synced == []  # not asked
+    live = out.resolve()
+    damaged = live / "runs" / slugify("proj/model/run1") / "index.html"
+    whole = damaged.read_bytes()
+    os.truncate(damaged, 0)
+    (live / "runs" / slugify("proj/model/run0") / "scalars.js").write_bytes(b"")  # (another inode)
+    before = inodes(out)
+    build(archive, out, BuildOptions(config=Config(), cache=cache, durable=True))
+    assert out.resolve() != live and synced  # durable: synced before it went live
+    assert manifest.verify(out) == []
+    assert (out / "runs" / slugify("proj/model/run1") / "index.html").read_bytes() == whole
+    after = inodes(out)
+    page2 = f"runs/{slugify('proj/model/run2')}/index.html"
+    assert after[page2] == before[page2]  # the undamaged run: linked as before
+
+
+def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path: Path):
+    """With a cache, the comparison pages take the lines' points from the store one run at a time
+    (memory does not grow with the archive); without one, from memory: the sites are identical."""
+    def files(site: Path) -> dict[str, bytes]:
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
+                if p.is_file() and not p.name.startswith("manifest")}
+
+    build(archive, tmp_path / "a", BuildOptions(config=Config(), cache=tmp_path / "cache"))
+    first = files(tmp_path / "a")
+    build(archive, tmp_path / "b", BuildOptions(config=Config(), use_cache=False))
+    assert files(tmp_path / "b") == first
+    # a new date: every run reused from the live build (summaries without points), pages redrawn
+    build(archive, tmp_path / "a", BuildOptions(config=Config(), cache=tmp_path / "cache", source_date_epoch=1))
+    assert files(tmp_path / "a") == first
+    curves = b"".join(data for rel, data in first.items() if rel.startswith("compare/all/p-") and rel.endswith(".js"))
+    assert b'"ap"' in curves and b'"f4"' in curves  # (the page's curves are in its piece scripts)
+
+
+def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(archive.parent)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(Path(archive.name), out, BuildOptions(config=Config(), cache=cache))
+    before = inodes(out)
+    build(archive.resolve(), out, BuildOptions(config=Config(), cache=cache))
+    after = inodes(out)
+    pages = [rel for rel in before if rel.startswith("runs/")]
+    assert pages and all(after[rel] == before[rel] for rel in pages)  # the same files, linked
+
+
+def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: Path):
+    """A kept summary that parses but is not a summary (a damaged or foreign cache) is drawn
+    again, never the end of the build; the site is the same as from a sound cache."""
+    from sitegen.cache.store import Store
+
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, BuildOptions(config=Config(), cache=cache))
+    pages = {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")}
+    store, sums = Store(cache), sorted((cache / "runs").rglob("*.sum"))
+    assert len(sums) == 3
+    for victim, bad in zip(sums, ({"run": []}, {"lines": [1]}, [])):
+        doc, points = store.get_summary(victim.stem), store.get_points(victim.stem)
+        doc.update(bad) if isinstance(bad, dict) else None
+        store.put_summary(victim.stem, doc if isinstance(bad, dict) else {}, points)  # JSON, wrong shape
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1))  # reuses every run
+    assert again.runs == 3 and manifest.verify(out) == []
+    assert {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")} == pages
+
+
+def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path, monkeypatch):
+    """A comparison page's curves come in pieces of a few runs: a rebuild after one log grew
+    draws only the pieces holding its run, takes the others as the last build kept them, and
+    gives the very pages a build from scratch gives (also when the kept pieces are damaged)."""
+    from sitegen.pages import compare
+    from sitegen.cache.store import Store
+
+    monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
+    monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)
+    root = tmp_path / "logs"
+    for p in range(2):
+        for i in range(8):
+            write_run(root / f"proj{p}" / "model" / f"run{i}", tags=["loss", "acc"], steps=60, seed=10 * p + i, start=1.7e9 + i)
+    drawn: list[list[str]] = []
+    overlay = compare._overlay
+    monkeypatch.setattr(compare, "_overlay", lambda group, labels, runs, *a: (
+        drawn.append([group.runs[i].slug for i in runs]) or overlay(group, labels, runs, *a)))
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, executor=Serial()))
+    first = list(drawn)
+    assert len(first) > 6  # several pieces per page
+    grown = root / "proj1" / "model" / "run5"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["loss", "acc"], steps=90, seed=15, start=1.7e9 + 5)
+    drawn.clear()
+
+    def piece_files(site: Path) -> dict[str, int]:
+        return {p.relative_to(site.resolve()).as_posix(): p.stat().st_ino for p in site.resolve().glob("compare/*/p-*.js")}
+
+    before = piece_files(out)
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, executor=Serial()))
+    slug = slugify("proj1/model/run5")
+    assert drawn and all(slug in part for part in drawn), drawn  # only the pieces of the grown run
+    assert len(drawn) == 3  # its piece on the whole-archive, project and model pages
+    # every other piece's script is the live build's file, linked (not read, drawn or written)
+    after = piece_files(out)
+    assert len(set(after) - set(before)) == 3 and all(before[rel] == ino for rel, ino in after.items() if rel in before)
+
+    def pages(site: Path) -> dict[str, bytes]:
+        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().glob("compare/*/*")}
+
+    build(archive=root, out=tmp_path / "fresh", options=BuildOptions(config=Config(), use_cache=False, executor=Serial()))
+    assert pages(out) == pages(tmp_path / "fresh")
+    # damaged pieces (cut short, bytes changed, a head of the wrong shape, not a pieces file)
+    # are drawn again, to the same pages
+    kept = sorted(p for p in (cache / "pages").rglob("*") if p.is_file())
+    assert kept and all(Store(cache).get_piece(p.parent.name, p.name) is None for p in kept)  # (folders: hashed slugs)
+    assert any(Store(cache).get_piece("all", p.name) is not None for p in kept)
+    # one file per piece: the pieces of the last build's pages only
+    assert len(kept) == sum(len(page_payload(p)["tags"][0]["base"]) for p in out.resolve().glob("compare/*/index.html"))
+    for k, victim in enumerate(kept):
+        data = bytearray(victim.read_bytes())
+        if k % 4 == 0:
+            data = data[:-7]
+        elif k % 4 == 1:
+            data[-20] ^= 0x20
+        elif k % 4 == 2:
+            head = json.dumps({"x": [1]}).encode()
+            data = data[:8] + len(head).to_bytes(8, "little") + (0).to_bytes(4, "little") + head
+        else:
+            data = b"{}"
+        victim.write_bytes(bytes(data))
+    build(archive=root, out=out, options=BuildOptions(config=Config(), cache=cache, source_date_epoch=1, executor=Serial()))
+    assert pages(out) == pages(tmp_path / "fresh")
+
+
+def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeypatch):
+    """A comparison page whose runs did not change is linked from the live build with its piece
+    scripts; when the live build lost one of them, the page is
+    drawn again, to the page a build from scratch gives."""
+    from sitegen.pages import compare
+
+    monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)  # a run a piece at full resolution
+
+    root = tmp_path / "logs"
+    for p in range(2):
+        for i in range(4):
+            write_run(root / f"proj{p}" / "model" / f"run{i}", tags=["loss"], steps=40, seed=10 * p + i, start=1.7e9 + i)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(root, out, BuildOptions(config=Config(), cache=cache, executor=Serial()))
+    before = inodes(out)
+    page = next(rel for rel in before if rel.startswith("compare/proj0-model") and rel.endswith("/index.html"))
+    pieces = [rel for rel in before if rel.startswith(page.rsplit("/", 1)[0] + "/p-") and rel.endswith(".js")]
+    assert len(pieces) == 4  # a run a piece at full resolution
+    (out.resolve() / pieces[0]).unlink()  # lost by the live build (its manifest still lists it)
+    grown = root / "proj1" / "model" / "run2"  # in another project: proj0's pages stay unchanged
+    shutil.rmtree(grown)
+    write_run(grown, tags=["loss"], steps=60, seed=12, start=1.7e9 + 2)
+    build(root, out, BuildOptions(config=Config(), cache=cache, executor=Serial()))
+    after = inodes(out)
+    # the other unchanged page is the live build's, file for file
+    other = next(rel for rel in before if rel.startswith("compare/proj0-") and "model" not in rel and rel.endswith("/index.html"))
+    assert all(after[rel] == ino for rel, ino in before.items() if rel.startswith(other.rsplit("/", 1)[0] + "/"))
+    assert pieces[0] in after  # drawn again
+    build(root, tmp_path / "fresh", BuildOptions(config=Config(), use_cache=False, executor=Serial()))
+    assert page_payload(out / page) == page_payload(tmp_path / "fresh" / page)
+
+
+

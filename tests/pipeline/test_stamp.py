@@ -1,0 +1,86 @@
+"""The command line's quick answer for an archive that did not change (sitegen.pipeline.stamp): no scan,
+no numpy or pyarrow; and any change it cannot vouch for takes the normal path."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sitegen.publish.live import list_builds
+
+from tests.support.cli import child_env
+from tests.support.eventgen import write_run
+
+PROBE = (
+    "import sys\n"
+    "sys.argv = ['sitegen', 'build', *sys.argv[1:]]\n"
+    "from sitegen import cli\n"
+    "code = cli.main()\n"
+    "print('HEAVY' if 'sitegen.pipeline.build' in sys.modules or 'pyarrow' in sys.modules else 'LIGHT', code)\n"
+)
+
+
+@pytest.fixture()
+def archive(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for i in range(2):
+        write_run(root / "proj" / f"run{i}", tags=["train/loss"], steps=50, seed=i, start=1.7e9 + i)
+    return root
+
+
+def build(archive: Path, tmp_path: Path, *extra: str, env: dict | None = None) -> tuple[str, int]:
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    r = subprocess.run([sys.executable, str(probe), str(archive), "--out", str(tmp_path / "site"),
+                        "--cache", str(tmp_path / "cache"), "--quiet", *extra],
+                       capture_output=True, text=True, timeout=300, env=child_env(**(env or {})))
+    assert r.returncode == 0, r.stderr
+    kind, code = r.stdout.split()[-2:]
+    return kind, int(code)
+
+
+def test_unchanged_archive_is_answered_without_the_heavy_modules(archive: Path, tmp_path: Path):
+    assert build(archive, tmp_path) == ("HEAVY", 0)
+    live = (tmp_path / "site").resolve()
+    assert build(archive, tmp_path) == ("LIGHT", 0)
+    assert (tmp_path / "site").resolve() == live and len(list_builds(tmp_path / "site")) == 1
+
+
+def test_problems_of_the_live_build_still_count_under_strict(archive: Path, tmp_path: Path):
+    log = next((archive / "proj" / "run1").glob("*tfevents*"))
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    assert build(archive, tmp_path, "--strict") == ("HEAVY", 1)
+    assert build(archive, tmp_path, "--strict") == ("LIGHT", 1)
+
+
+@pytest.mark.parametrize("change", ["touch-log", "new-file", "config", "date", "damaged-site", "no-verify"])
+def test_any_change_takes_the_normal_path(archive: Path, tmp_path: Path, change: str):
+    config = tmp_path / "sitegen.toml"
+    config.write_text('title = "one"\n')
+    extra = ["--config", str(config)]
+    assert build(archive, tmp_path, *extra)[0] == "HEAVY"
+    assert build(archive, tmp_path, *extra)[0] == "LIGHT"
+    env = None
+    log = next((archive / "proj" / "run0").glob("*tfevents*"))
+    if change == "touch-log":
+        os.utime(log, ns=(log.stat().st_atime_ns, log.stat().st_mtime_ns + 1_000_000))
+    elif change == "new-file":
+        (archive / "proj" / "run0" / "notes.md").write_text("a note")
+    elif change == "config":
+        config.write_text('title = "two"\n')
+    elif change == "date":
+        env = {"SOURCE_DATE_EPOCH": "1700000000"}
+    elif change == "damaged-site":
+        next((tmp_path / "site").resolve().glob("runs/*/scalars.js")).unlink()
+    elif change == "no-verify":
+        extra.append("--no-verify")
+    live = (tmp_path / "site").resolve()
+    assert build(archive, tmp_path, *extra, env=env)[0] == "HEAVY"
+    if change in ("new-file", "config", "date", "damaged-site"):
+        assert (tmp_path / "site").resolve() != live  # the site changed: a new build
+    assert build(archive, tmp_path, *extra, env=env)[0] == "LIGHT"  # and then it is stamped again

@@ -1,0 +1,58 @@
+"""Building sites for tests and comparing them: every file byte for byte, or which files a
+rebuild wrote anew (by inode)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from sitegen.config import Config
+
+#: the configuration of the reference site and of every build compared with it
+CONFIG = Config(title="Scale runs")
+
+
+def build_site(archive: Path | str, out: Path, *, cache: Path | str | None = None, executor=None, config: Config = CONFIG,
+               **options):
+    """``build(archive, out, BuildOptions(config=config, cache=cache, executor=executor, ...))``."""
+    from sitegen.pipeline.build import BuildOptions, build
+
+    return build(archive, out, BuildOptions(config=config, cache=cache, executor=executor, **options))
+
+
+def site_files(site: Path) -> dict[str, bytes]:
+    """``{path: bytes}`` of every file of the build ``site`` points at."""
+    root = Path(site).resolve()
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[p.relative_to(root).as_posix()] = p.read_bytes()
+    return out
+
+
+def inodes(site: Path) -> dict[str, int]:
+    """``{path: inode}`` of every file of the build ``site`` points at: a file a rebuild linked
+    from the live build keeps its inode."""
+    root = Path(site).resolve()
+    return {p.relative_to(root).as_posix(): p.stat().st_ino for p in root.rglob("*") if p.is_file()}
+
+
+def assert_same_site(a: Path, b: Path, *, same_paths: bool = True) -> None:
+    """Every file byte for byte. ``same_paths=False`` (archives at different local paths, e.g.
+    disk vs an S3 mirror): the manifest's ``runs`` (input keys of the incremental build, made
+    of absolute paths and mtimes) and ``site`` (the key of them all) may differ; its ``files`` and
+    ``sources`` may not."""
+    fa, fb = site_files(a), site_files(b)
+    ma, mb = json.loads(fa["manifest.json"]), json.loads(fb["manifest.json"])
+    assert ma["files"] == mb["files"], "manifest 'files' differ"
+    assert ma.get("sources") == mb.get("sources"), "manifest 'sources' differ"
+    assert sorted(fa) == sorted(fb), f"different file sets: {sorted(set(fa) ^ set(fb))[:10]}"
+    skip = set() if same_paths else {"manifest.json", "manifest.json.gz"}
+    differ = [rel for rel in fa if rel not in skip and fa[rel] != fb[rel]]
+    assert not differ, f"{len(differ)} files differ, e.g. {differ[:5]}"
+    if not same_paths:
+        for m in (ma, mb):
+            m.pop("runs", None), m.pop("site", None)
+        assert ma == mb, "manifests differ beyond their input keys"
+    assert len(fa) > 10
