@@ -18,9 +18,10 @@ from sitegen.pipeline.build import BuildOptions, build
 from sitegen.pipeline.executors import Serial
 from sitegen.config import Config
 
-from tests.support import page_payload
+from tests.support import corpus, page_payload
+from tests.support.corpus import write_tbx
 from tests.support.eventgen import write_run
-from tests.support.sites import inodes
+from tests.support.sites import assert_same_site, inodes
 
 
 @pytest.fixture()
@@ -253,3 +254,134 @@ def test_unchanged_pages_are_linked_whole_or_drawn_again(tmp_path: Path, monkeyp
 
 
 
+
+# --------------------------------------------------------------------------- counts of a rebuild
+
+PROJECTS, MODELS, RUNS = 3, 2, 2  # 12 runs; comparison pages: all, 3 projects, 6 models
+GROWN = ["proj0/model0/run0", "proj0/model1/run1", "proj1/model0/run0"]
+
+
+@pytest.fixture()
+def tbx_archive(tmp_path: Path) -> Path:
+    """12 runs in 3 projects, each an event file written by tensorboardX."""
+    root = tmp_path / "tbx"
+    for p in range(PROJECTS):
+        for m in range(MODELS):
+            for r in range(RUNS):
+                write_tbx(root / f"proj{p}" / f"model{m}" / f"run{r}", seed=p * 100 + m * 10 + r)
+    return root
+
+
+class Counts:
+    """What a build does, counted where it happens: each log file decoded and the byte it was
+    decoded from (the decode function the cache is handed), each run drawn, each comparison
+    page drawn (by slug)."""
+
+    def __init__(self, monkeypatch) -> None:
+        import sitegen.pipeline.build as B
+        import sitegen.pipeline.jobs as J
+        from sitegen.cache.store import Store
+
+        self.decoded: list[tuple[str, int]] = []
+        self.runs: list[str] = []
+        self.pages: list[str] = []
+        read_file, draw_run, draw_group = Store.read_file, J.draw_run, B.draw_group
+
+        def counting_read(store, path, options, decode):
+            def counting_decode(p, opts, **kw):
+                self.decoded.append((str(p), kw.get("start", 0)))
+                return decode(p, opts, **kw)
+            return read_file(store, path, options, counting_decode)
+
+        def counting_run(job):
+            self.runs.append(job.family[0].name)
+            return draw_run(job)
+
+        def counting_group(job):
+            self.pages.append(job.group.slug)
+            return draw_group(job)
+
+        monkeypatch.setattr(Store, "read_file", counting_read)
+        monkeypatch.setattr(J, "draw_run", counting_run)  # (process_run looks it up in jobs)
+        monkeypatch.setattr(B, "draw_group", counting_group)  # (draw_pages looks it up in build)
+
+    def clear(self) -> None:
+        self.decoded.clear(), self.runs.clear(), self.pages.clear()
+
+
+def _build(archive: Path, out: Path, cache: Path):
+    return build(archive, out, BuildOptions(config=Config(), cache=cache, executor=Serial()))
+
+
+def _event_file(archive: Path, run: str) -> Path:
+    (path,) = (archive / run).glob("*tfevents*")
+    return path
+
+
+def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_archive: Path, tmp_path: Path, monkeypatch):
+    from sitegen.pages.compare import group_slug
+
+    counts = Counts(monkeypatch)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    _build(tbx_archive, out, cache)
+    names = [f"proj{p}/model{m}/run{r}" for p in range(PROJECTS) for m in range(MODELS) for r in range(RUNS)]
+    assert sorted(counts.runs) == names and len(counts.decoded) == 12
+    assert all(start == 0 for _, start in counts.decoded)
+    assert len(counts.pages) == 1 + PROJECTS + PROJECTS * MODELS
+    live = out.resolve()
+    before = inodes(out)
+
+    sizes = {str(_event_file(tbx_archive, run)): corpus.append_scalars(_event_file(tbx_archive, run), "train/loss", range(30, 40))
+             for run in GROWN}
+    counts.clear()
+    _build(tbx_archive, out, cache)
+    assert out.resolve() != live and manifest.verify(out) == []
+    # (a) only the 3 grown files are decoded again, each from where the last build stopped
+    assert sorted(counts.decoded) == sorted(sizes.items())
+    # (b) only their runs are drawn
+    assert sorted(counts.runs) == sorted(GROWN)
+    # (c) only the comparison pages that list them: the whole archive, 2 projects, 3 models
+    grown_groups = {"all"} | {group_slug(tuple(run.split("/")[:k])) for run in GROWN for k in (1, 2)}
+    assert sorted(counts.pages) == sorted(grown_groups) and len(counts.pages) == 6
+    after = inodes(out)
+    new = {rel for rel, ino in after.items() if before.get(rel) != ino}  # written by this build
+    drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"compare/{g}/" for g in grown_groups)
+    index = {"index.html", "index.html.gz", "index-data.js", "index-data.js.gz"}
+    report = {"manifest.json", "manifest.json.gz", "build-report.json"}
+    assert "index.html" in new and new <= index | report | {rel for rel in after if rel.startswith(drawn)}, sorted(new)
+    # every other file is the live build's, linked (the same inode): runs, pages, assets
+    others = [rel for rel in before if not rel.startswith(drawn) and rel not in index | report]
+    assert len(others) > 50 and all(after.get(rel) == before[rel] for rel in others)
+    for run in GROWN:  # each grown run's page was written again
+        assert f"runs/{slugify(run)}/index.html" in new
+    # (d) the bytes written are a small part of the site's (about a tenth here: 3 of 12 run
+    # pages, 6 comparison pages, the index; the Vega bundle and the other pages are linked)
+    size = {rel: (out / rel).stat().st_size for rel in after}
+    written = sum(size[rel] for rel in new)
+    assert written < 0.15 * sum(size.values()), (written, sum(size.values()))
+
+    # and nothing changed since: nothing is decoded or drawn, the live build stays
+    live = out.resolve()
+    counts.clear()
+    again = _build(tbx_archive, out, cache)
+    assert (counts.decoded, counts.runs, counts.pages) == ([], [], [])
+    assert out.resolve() == live and again.runs == 12
+
+
+def test_serial_and_a_local_pool_build_the_same_bytes(tbx_archive: Path, tmp_path: Path, monkeypatch):
+    """Runs and comparison pages drawn in 2 worker processes (forced for this small archive)
+    give the very site this process draws."""
+    import sitegen.pipeline.build as B
+    from sitegen.pipeline.executors import LocalPool
+
+    monkeypatch.setattr(B, "MIN_PARALLEL_ITEMS", 1)
+    monkeypatch.setattr(B, "MIN_PARALLEL_BYTES", 0)
+    import sitegen.pipeline.jobs as J
+
+    build(tbx_archive, tmp_path / "serial", BuildOptions(config=Config(), cache=tmp_path / "c1", executor=Serial()))
+    drawn_here: list[str] = []
+    draw_run = J.draw_run
+    monkeypatch.setattr(J, "draw_run", lambda job: drawn_here.append(job.family[0].name) or draw_run(job))
+    build(tbx_archive, tmp_path / "pool", BuildOptions(config=Config(), cache=tmp_path / "c2", executor=LocalPool(2)))
+    assert drawn_here == []  # every run was drawn by a worker (which does not see this patch)
+    assert_same_site(tmp_path / "serial", tmp_path / "pool")
