@@ -74,9 +74,10 @@ def _files(tmp_path, sizes):
 
 
 def _when_waiting(cond: _Watched, change=None) -> None:
-    """Make ``change`` (a call under test), then return once the thread waits for room again."""
-    cond.waiting.clear()
+    """Return once the thread waits for room (the first time it does: ``change`` None), or
+    make ``change`` (a call under test) and return once it waits again."""
     if change is not None:
+        cond.waiting.clear()  # (it is waiting now: only this call can wake it)
         change()
     assert cond.waiting.wait(LIMIT), "the read-ahead thread never waited for room"
 

@@ -73,7 +73,7 @@ def test_a_build_killed_at_any_write_leaves_the_live_site_whole(tmp_path, cache_
     names = sorted(p.name for p in builds.iterdir() if p.name != ".lock")
     assert len(names) == 2 and all(BUILD_NAME.match(n) for n in names), names
     assert out.resolve().name == names[-1]
-    assert not list(out.parent.glob(".reports.link-*"))
+    assert not list(out.parent.glob(".reports.link-*")) and not list(builds.glob(".staging-*"))
 
 
 def test_keep_prunes_but_never_the_live_build(tmp_path):
