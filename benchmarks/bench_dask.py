@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "site"))
+
 CACHE = HERE / ".cache" / "bench"
 
 CONFIGS = {
@@ -38,7 +38,7 @@ CONFIGS = {
 
 
 def _archive(runs: int, steps: int) -> Path:
-    from eventgen import write_archive
+    from tests.support.eventgen import write_archive
 
     root = CACHE / f"dask-archive-{runs}x{steps}"
     if not (root / ".complete").exists():
