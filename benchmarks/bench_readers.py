@@ -197,6 +197,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="10x smaller inputs (smoke run)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--code", type=Path, help="measure the sitegen of this checkout (its repo root) instead of this one")
+    ap.add_argument("--save-as", default="", help="results name (default readers; e.g. readers-base with --code)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "ARG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -224,7 +226,7 @@ def main() -> None:
     me = str(Path(__file__).resolve())
 
     def run(kind: str, label: str, arg: str, repeat: int, n: int, note: str = "") -> dict:
-        r = c.measure([py, me, "--repeat", str(repeat), "--child", kind, arg])
+        r = c.measure([py, me, "--repeat", str(repeat), "--child", kind, arg], code=args.code)
         size = res["files"][label]["bytes"] if label in res["files"] else None
         row = {"bench": kind, "input": label, "records": n, "bytes": size, "seconds": r["seconds"],
                "first_s": r.get("first_s"), "peak_rss": r["peak_rss"], "base_rss": r.get("base_rss"),
@@ -273,7 +275,9 @@ def main() -> None:
               flush=True)
     res["load_after"] = __import__("os").getloadavg()
     res["total_s"] = time.perf_counter() - t_start
-    c.save("readers-quick" if q else "readers", res)
+    if args.code is not None:
+        res["code"] = str(args.code)
+    c.save(args.save_as or ("readers-quick" if q else "readers"), res)
     c.write_doc()
     print(f"done in {res['total_s']:.0f} s; wrote {c.DOC.relative_to(c.ROOT)}")
 
