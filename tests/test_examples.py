@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import sitegen
+from sitegen.config import Config
 from sitegen.model import slug as slugify
 from sitegen.pipeline.build import BuildOptions, build
-from sitegen.config import Config
 from tests.support import EXAMPLE, ROOT
 
 VISUALDL_RUN = "paddle/ernie-tiny/2024-06-20_09-00-00"

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support import EXAMPLE
-from sitegen.model import ReadOptions, RunData
-from sitegen.ingest import tfevents
 from sitegen.cache.store import Store
+from sitegen.ingest import tfevents
+from sitegen.model import ReadOptions, RunData
+from tests.support import EXAMPLE
 
 
 def _biggest_event_file() -> Path:
@@ -162,8 +162,8 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     loses nothing: whatever the values, a cached read equals the table that was decoded."""
     import pyarrow as pa
 
-    from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
     from sitegen.cache.entries import _narrow, _widen
+    from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
 
     rng = np.random.default_rng(7)
     n = 3000

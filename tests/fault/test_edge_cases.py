@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support import corpus
 import sitegen
-from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
-from sitegen.model import ReadOptions
 from sitegen.ingest import mlflow, tabular, tfevents, visualdl
-from sitegen.ingest.tfevents.tfrecord import masked_crc32c
 from sitegen.ingest.scan import scan
+from sitegen.ingest.tfevents.tfrecord import masked_crc32c
+from sitegen.model import ReadOptions
+from sitegen.pipeline.build import BuildOptions, build
+from tests.support import corpus
 
 BOTH = [True, False]
 

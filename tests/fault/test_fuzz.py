@@ -7,9 +7,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import corpus
-from sitegen.model import ReadOptions, RunSource
 from sitegen.ingest import mlflow, tabular, tfevents, visualdl
+from sitegen.model import ReadOptions, RunSource
+from tests.support import corpus
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 _TMP = Path(tempfile.mkdtemp(prefix="sitegen-fuzz-"))

@@ -9,7 +9,6 @@ from sitegen.ingest import tfevents, visualdl
 from sitegen.model import ReadOptions
 from sitegen.pages.charts import decode_numbers
 from sitegen.pipeline.build import BuildOptions, build
-
 from tests.support import corpus, page_payload
 
 N = 2000

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sitegen.pipeline.build import BuildOptions, build
 from sitegen.config import Config
+from sitegen.pipeline.build import BuildOptions, build
 
 P1 = "<script>window.__xss=1</script>"
 P2 = '"><img src=x onerror="window.__xss=2">'

@@ -25,8 +25,8 @@ from mlflow.entities import Metric, ViewType  # noqa: E402
 from mlflow.store.tracking.file_store import FileStore  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions  # noqa: E402
 from sitegen.ingest import mlflow as reader  # noqa: E402
+from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions  # noqa: E402
 
 WEIRD_NAMES = [
     "训练-1 中文",

@@ -13,8 +13,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions, RunSource
 from sitegen.ingest import tabular
+from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions, RunSource
 
 NAN, INF = math.nan, math.inf
 

@@ -21,10 +21,10 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboardX import SummaryWriter
 
-from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents import fast as tfevents_fast
-from sitegen.ingest.tfevents.fast import decode_scalars
+from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents import tfrecord
+from sitegen.ingest.tfevents.fast import decode_scalars
 from sitegen.ingest.tfevents.tfrecord import Framing, iter_records
 
 Event = event_pb2.Event

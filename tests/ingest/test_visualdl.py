@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from visualdl import LogReader, LogWriter
 from visualdl.proto import record_pb2
 
-from sitegen.model import ReadOptions, RunSource
-from sitegen.ingest.visualdl import fast as _vdlfast
 from sitegen.ingest import visualdl as vdl
+from sitegen.ingest.visualdl import fast as _vdlfast
+from sitegen.model import ReadOptions, RunSource
 
 OPTS = ReadOptions()
 

@@ -8,9 +8,9 @@ import pytest
 
 @pytest.fixture(scope="session")
 def many_runs_site(tmp_path_factory) -> Path:
-    from tests.support.eventgen import write_archive
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
+    from tests.support.eventgen import write_archive
 
     root = tmp_path_factory.mktemp("many")
     write_archive(root / "archive", 200, tags=["train/loss", "train/lr", "eval/accuracy", "eval/loss"], steps=600)

@@ -65,9 +65,9 @@ def test_templates_hold_no_untranslated_english(example_site: Path):
 def zh_site(tmp_path_factory) -> Path:
     from tensorboardX import SummaryWriter
 
-    from tests.support.eventgen import scalar_event, version_event
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
+    from tests.support.eventgen import scalar_event, version_event
 
     root = tmp_path_factory.mktemp("zh")
     for i, lr in enumerate((0.1, 0.01)):

@@ -14,9 +14,9 @@ from tests.support import page_payload
 
 @pytest.fixture(scope="module")
 def rich_site(tmp_path_factory) -> Path:
-    from tests.support.eventgen import write_run
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
+    from tests.support.eventgen import write_run
 
     root = tmp_path_factory.mktemp("rich")
     run = root / "archive" / "proj" / "model" / "run1"
@@ -69,8 +69,8 @@ def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
     from tensorboardX import SummaryWriter
 
     from sitegen import read_scalars
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
     odd = 'we"ird,tag\n=1+1'
@@ -132,8 +132,8 @@ def test_images_beyond_the_limit_are_thinned_and_the_page_says_so(tmp_path):
     import numpy as np
     from tensorboardX import SummaryWriter
 
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config, LimitsConfig
+    from sitegen.pipeline.build import BuildOptions, build
 
     w = SummaryWriter(str(tmp_path / "arch" / "run"))
     for step in range(7):

@@ -122,8 +122,8 @@ def test_a_kept_vega_bundle_is_used_without_importing_vl_convert(tmp_path: Path)
     assert first == second and "vega-" in first  # the same bundle, byte for byte (its name is its hash)
 
 def test_two_builds_are_byte_identical(example_site: Path, tmp_path: Path):
-    from sitegen.pipeline.build import BuildOptions, build
     from sitegen.config import Config
+    from sitegen.pipeline.build import BuildOptions, build
 
     again = tmp_path / "again"
     build(EXAMPLE, again, BuildOptions(config=Config(title="Example runs")))
@@ -144,8 +144,7 @@ def test_page_data_equals_plain_json_with_hostile_strings():
 
     import numpy as np
 
-    from sitegen.pages.charts import numbers
-    from sitegen.pages.charts import json_text
+    from sitegen.pages.charts import json_text, numbers
 
     hostile = ['"0', '0"', "</script><script>alert(1)</script>", "\u2028\u2029", "&amp;<!--", "'\"\\", "数据"]
     obj = {"tags": [{"tag": h, "x": numbers(np.arange(7) * 3), "y": numbers(np.array([0.5, np.nan, -np.inf, 1e300]))}

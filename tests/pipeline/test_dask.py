@@ -13,7 +13,6 @@ import time
 import pytest
 
 from sitegen.pipeline.executors import Dask, LocalPool, Serial
-
 from tests.support import EXAMPLE
 from tests.support.eventgen import write_archive
 from tests.support.executors import KillsAWorker, Wrapped, attempts, broken, flaky

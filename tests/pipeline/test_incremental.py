@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sitegen.publish import manifest, staging as publish
+from sitegen.config import Config
 from sitegen.model import slug as slugify
 from sitegen.pipeline.build import BuildOptions, build
 from sitegen.pipeline.executors import Serial
-from sitegen.config import Config
-
+from sitegen.publish import manifest
+from sitegen.publish import staging as publish
 from tests.support import corpus, page_payload
 from tests.support.corpus import write_tbx
 from tests.support.eventgen import write_run
@@ -159,8 +159,8 @@ def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path,
     """A comparison page's curves come in pieces of a few runs: a rebuild after one log grew
     draws only the pieces holding its run, takes the others as the last build kept them, and
     gives the very pages a build from scratch gives (also when the kept pieces are damaged)."""
-    from sitegen.pages import compare
     from sitegen.cache.store import Store
+    from sitegen.pages import compare
 
     monkeypatch.setattr(compare, "PIECE_RUNS", 3)  # many pieces from a small archive
     monkeypatch.setattr(compare, "MIN_PIECE_RUNS", 1)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from sitegen.publish.live import list_builds
-
 from tests.support.cli import child_env
 from tests.support.eventgen import write_run
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from sitegen.errors import SitegenError
 from sitegen.publish import manifest
 from sitegen.publish import staging as publish
 from sitegen.publish.live import BUILD_NAME
-from sitegen.errors import SitegenError
-
 from tests.support import EXAMPLE, ROOT
 from tests.support.cli import child_env, run_sitegen
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from sitegen import __version__
 from sitegen.publish import manifest
-
 from tests.support import EXAMPLE
 from tests.support.cli import run_sitegen
 

@@ -19,7 +19,6 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from sitegen.tools.serve import SECURITY_HEADERS
-
 from tests.support import ROOT
 from tests.support.cli import NGINX, free_port, run_sitegen
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sitegen.model import ReadOptions
 from sitegen.ingest import tfevents, visualdl
 from sitegen.ingest.tfevents.protowire import encode_varint
 from sitegen.ingest.tfevents.tfrecord import frame
+from sitegen.model import ReadOptions
 
 
 def small_png() -> bytes:

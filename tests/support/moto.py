@@ -32,7 +32,7 @@ class MotoServer:
                 break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start; see {tmp / 'moto.log'}")
+                    raise RuntimeError(f"moto server did not start; see {tmp / 'moto.log'}") from None
                 time.sleep(0.2)
 
     def record(self) -> None:

@@ -8,7 +8,6 @@ import subprocess
 import pytest
 
 from sitegen.tools.htpasswd import apr1, check, htpasswd_line
-
 from tests.support.cli import run_sitegen
 
 

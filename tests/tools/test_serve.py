@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 from sitegen.tools.serve import SECURITY_HEADERS
-
 from tests.support import ROOT
 from tests.support.cli import child_env
 
