@@ -1,6 +1,6 @@
-"""Helpers shared by the test folders, imported as ``from tests.support import ...`` (the
-repository root is on ``sys.path`` through pytest's ``pythonpath`` setting; Dask and pool
-workers are spawned with the same ``sys.path``, so they import these modules too).
+"""Helpers shared by the test folders, imported as ``from tests.support import ...`` (pytest's
+``pythonpath = ["."]`` makes the repository root importable; Dask and pool workers are spawned
+with the same import path, so they import these modules too).
 
 This module stays light (paths, browser settings, the page-data reader); the heavier helpers
 are modules of their own: :mod:`~tests.support.eventgen` and :mod:`~tests.support.corpus`
