@@ -219,8 +219,8 @@ class RunSource:
 
 def path_in(folder: Path | None, folder_text: str | None, text: str) -> Path:
     """``text`` as a Path, made from ``folder`` (``folder_text`` as a string) when it names a
-    file right inside it: half the cost of parsing the whole path, and a rebuild makes one for
-    every log file of the archive (from its scan record and its runs' summaries)."""
+    file right inside it, which is cheaper than parsing the whole path: a rebuild makes one for
+    every log file of its runs' summaries."""
     if folder is not None and folder_text and text.startswith(folder_text) and text[len(folder_text) : len(folder_text) + 1] == "/":
         name = text[len(folder_text) + 1 :]
         if name and "/" not in name:
