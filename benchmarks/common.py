@@ -738,7 +738,7 @@ def _side_section(sd: dict, checks: list[list]) -> list[str]:
     L = ["## Side by side: this version and an earlier one", "",
          f"`python benchmarks/bench_side_by_side.py --base <checkout> --repeat {sd['repeat']}`: this checkout "
          f"({lab['this']}) and the checkout at {lab['base']}, each step timed {sd['repeat']} times in rounds (both "
-         "versions in the same minutes; this machine's speed drifts by up to 2×). *best* is the fastest round, "
+         "versions in the same minutes, taking turns to go first, the disk synced and 3 s of rest before each version's steps and the Rust server; this machine's speed drifts by up to 2×). *best* is the fastest round, "
          "*median* the middle one; every round's seconds are listed. Archives: "
          f"{n} runs and {big:,} runs of the same shape (archive (b) below); appended rebuilds append 1,000 records to "
          f"3 files (truncated back afterwards). Load average: {sd['load_before'][0]:.1f} at start, "
