@@ -88,8 +88,10 @@ def main() -> None:
         for name in (("this", "base") if k % 2 == 0 else ("base", "this")):
             code = codes[name]
             settle()
-            site, cache = work / name / "site", work / name / "cache"
-            clean(site, site.parent / ".site.builds", cache)
+            # a fresh folder each round, all removed at the end: removing a build's hundreds of
+            # megabytes between rounds left the next cold build finding room among freed blocks,
+            # which a nightly build on a runner (or after a few changed runs) does not meet
+            site, cache = work / name / f"round{k}" / "site", work / name / f"round{k}" / "cache"
             note(f"{name}: cold build", build(code, small, site, cache))
             note(f"{name}: unchanged rebuild", build(code, small, site, cache))
             note(f"{name}: appended rebuild", grown(code, args.runs, small, site, cache))
