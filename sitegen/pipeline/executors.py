@@ -17,10 +17,12 @@ import gc
 import logging
 import os
 import sys
-from concurrent import futures
-from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar, Union
 
 from sitegen.errors import UsageError
+
+if TYPE_CHECKING:
+    from concurrent import futures
 
 log = logging.getLogger(__name__)
 

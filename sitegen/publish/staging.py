@@ -24,8 +24,6 @@ original, so ``Last-Modified``/``ETag`` agree whichever body nginx picks.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import hashlib
@@ -152,6 +150,8 @@ def _pid_alive(pid: int) -> bool:
 
 def _rename_exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when unsupported."""
+    import ctypes.util  # here: needed only to migrate an old site folder, and it imports subprocess
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         renameat2 = libc.renameat2
