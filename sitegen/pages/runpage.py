@@ -99,9 +99,64 @@ def run_page(
 ) -> dict[str, bytes]:
     """One run's page and its files (``details``: :func:`sitegen.prepare.envinfo.details`)."""
     prefix = f"runs/{run.slug}/"
-    t = env.globals["t"]
     files: dict[str, bytes] = {}
     chart_data: list[dict[str, Any]] = []
+    data = [run.data, *run.sub_runs]
+    groups = _scalar_charts(run, env.globals["t"], chart_data)
+    hist_charts = _histogram_charts(data, chart_data)
+    curve_charts = _curve_charts(data, chart_data)
+    image_list, extra = _images(run, data, config.limits.max_images_per_tag, prefix, files)
+    audio: dict[str, list] = {}
+    texts: dict[str, list] = {}
+    for d in data:
+        for au in d.audio:
+            audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
+        for tx in d.texts:
+            texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
+    chart_page = {
+        "charts": chart_data,
+        "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
+    }
+    paths = {str(f.path) for d in data for f in d.files}
+    metric_values = {}
+    for m in run.data.hparam_metrics:
+        for ln in run.lines:
+            if ln.tag == m:
+                metric_values[m] = ln.series.stats.last_value
+    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1]))) for i in range(len(run.parts) - 1)]
+    compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
+    notes = details.notes
+    files[prefix + "index.html"] = render_page(
+        env.get_template("run.html"),
+        json_text(chart_page),
+        **common,
+        root="../../",
+        assets=assets.urls,
+        run=run,
+        groups=groups,
+        hist_charts=hist_charts,
+        curve_charts=curve_charts,
+        images=image_list,
+        audio=sorted(audio.items()),
+        texts=sorted((k, v) for k, v in texts.items()),
+        metric_values=metric_values,
+        problems=[p for p in problems if p.path in paths] + extra,
+        files=[(str(f.path.name), f.size) for d in data for f in d.files],
+        hparams=hparams,
+        config_tags=sorted({t for t in texts if is_config_tag(t)}),
+        env_info=details.environment,
+        notes_html=md.render(notes) if notes else None,
+        artifacts=details.artifacts,
+        downloads=_downloads(details, prefix, files),
+        compares=compares,
+        RESOURCES=RESOURCES,
+        SCALARS=SCALARS,
+    )
+    return files
+
+
+def _scalar_charts(run: SiteRun, t: Any, chart_data: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """One chart per tag (its run's and sub-runs' lines), grouped by prefix, resources last."""
     groups: dict[str, list[dict[str, Any]]] = {}
     by_tag: dict[str, list] = {}
     for ln in run.lines:
@@ -110,37 +165,46 @@ def run_page(
         rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
         chart_data.append({"kind": "scalar", "rows": rows})
         groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t)})
-    ordered = sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
-    data = [run.data, *run.sub_runs]
+    return sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
+
+
+def _histogram_charts(data: list, chart_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     hists: dict[str, list] = {}
     for d in data:
         for h in d.histograms:
             hists.setdefault(h.tag, []).append((h.step, h.left, h.right, h.count))
-    hist_charts = []
+    out = []
     for tag in sorted(hists):
         chart_data.append({"kind": "histogram", "rows": charts.histogram_rows(_thin(hists[tag], 60))})
-        hist_charts.append({"tag": tag, "chart": len(chart_data) - 1, "steps": len(hists[tag])})
+        out.append({"tag": tag, "chart": len(chart_data) - 1, "steps": len(hists[tag])})
+    return out
+
+
+def _curve_charts(data: list, chart_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     curves: dict[str, list] = {}
     for d in data:
         for c in d.curves:
             x, y = (c.columns["recall"], c.columns["precision"]) if c.kind == "pr" else (c.columns["fpr"], c.columns["tpr"])
             curves.setdefault(f"{c.kind}:{c.tag}", []).append((c.step, x, y))
-    curve_charts = []
+    out = []
     for key in sorted(curves):
         chart_data.append({"kind": "curve", "rows": charts.curve_rows(_thin(curves[key], 10))})
         kind, tag = key.split(":", 1)
-        curve_charts.append({"tag": tag, "kind": kind, "chart": len(chart_data) - 1})
+        out.append({"tag": tag, "kind": kind, "chart": len(chart_data) - 1})
+    return out
+
+
+def _images(run: SiteRun, data: list, limit: int, prefix: str, files: dict[str, bytes]) -> tuple[list, list[Problem]]:
+    """Each tag's images by step (at most ``limit``, evenly spread, first and last kept: the
+    page says so in a problem line), their files added to ``files``."""
     images: dict[str, list] = {}
-    audio: dict[str, list] = {}
-    texts: dict[str, list] = {}
-    images_by_tag: dict[str, list] = {}
+    by_tag: dict[str, list] = {}
     for d in data:
         for im in d.images:
-            images_by_tag.setdefault(im.tag, []).append((im.step, im, d))
-    limit = config.limits.max_images_per_tag
+            by_tag.setdefault(im.tag, []).append((im.step, im, d))
     extra: list[Problem] = []
-    for tag, items in images_by_tag.items():
-        if len(items) > limit:  # evenly spread, first and last kept; the page says so
+    for tag, items in by_tag.items():
+        if len(items) > limit:
             where = items[0][2].files[0].path if items[0][2].files else run.name
             extra.append(
                 Problem(str(where), None, "too-many", f"tag {tag!r}: {len(items)} images, {limit} shown (limits.max_images_per_tag)")
@@ -150,62 +214,21 @@ def run_page(
             images.setdefault(tag, []).append(
                 {"step": im.step, "src": _media(prefix, im.data, im.mime, files), "w": im.width, "h": im.height}
             )
-    for d in data:
-        for au in d.audio:
-            audio.setdefault(au.tag, []).append({"step": au.step, "src": _media(prefix, au.data, au.mime, files), "mime": au.mime})
-        for tx in d.texts:
-            texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
     image_list = sorted(images.items())
-    for _, items in image_list:
-        items.sort(key=lambda im: im["step"])
-    chart_page = {
-        "charts": chart_data,
-        "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
-    }
-    # downloads: every scalar record of the run and its sub-runs, no thinning
+    for _, entries in image_list:
+        entries.sort(key=lambda im: im["step"])
+    return image_list, extra
+
+
+def _downloads(details: RunDetails, prefix: str, files: dict[str, bytes]) -> list[tuple[str, int]]:
+    """Every scalar record of the run and its sub-runs, no thinning: a Parquet file, and the
+    columns the page script writes the CSV from on demand (``scalars.js``)."""
     table = details.scalars
-    download_list = []
-    if table.num_rows:  # the CSV is written by the page script from scalars.js, on demand
-        files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", downloads.csv_columns(table))
-        files[prefix + "scalars.parquet"] = blob = downloads.to_parquet(table)
-        download_list = [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
-    env_info, notes, artifacts = details.environment, details.notes, details.artifacts
-    paths = {str(f.path) for d in data for f in d.files}
-    run_problems = [p for p in problems if p.path in paths] + extra
-    metric_values = {}
-    for m in run.data.hparam_metrics:
-        for ln in run.lines:
-            if ln.tag == m:
-                metric_values[m] = ln.series.stats.last_value
-    compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1]))) for i in range(len(run.parts) - 1)]
-    compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
-    files[prefix + "index.html"] = render_page(
-        env.get_template("run.html"),
-        json_text(chart_page),
-        **common,
-        root="../../",
-        assets=assets.urls,
-        run=run,
-        groups=ordered,
-        hist_charts=hist_charts,
-        curve_charts=curve_charts,
-        images=image_list,
-        audio=sorted(audio.items()),
-        texts=sorted((k, v) for k, v in texts.items()),
-        metric_values=metric_values,
-        problems=run_problems,
-        files=[(str(f.path.name), f.size) for d in data for f in d.files],
-        hparams=hparams,
-        config_tags=sorted({t for t in texts if is_config_tag(t)}),
-        env_info=env_info,
-        notes_html=md.render(notes) if notes else None,
-        artifacts=artifacts,
-        downloads=download_list,
-        compares=compares,
-        RESOURCES=RESOURCES,
-        SCALARS=SCALARS,
-    )
-    return files
+    if not table.num_rows:
+        return []
+    files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", downloads.csv_columns(table))
+    files[prefix + "scalars.parquet"] = blob = downloads.to_parquet(table)
+    return [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
 
 
 def run_files(
