@@ -26,8 +26,8 @@ except ImportError:  # pragma: no cover - tsdownsample is a declared dependency
     MinMaxLTTBDownsampler = None  # type: ignore[misc, assignment]  # the optional class is checked for None below
 try:
     # tsdownsample's kernel for int64 steps and float64 values, called directly: the public
-    # wrapper's argument checks cost ~0.3 ms per call, ten times the kernel on a 2,000-point
-    # line, and a build thins tens of thousands of lines. Same function, same result.
+    # wrapper's argument checks cost more than the kernel on a short line, and a build thins
+    # tens of thousands of lines. Same function, same result.
     from tsdownsample._rust._tsdownsample_rs import minmaxlttb as _mml
 
     _KERNEL = _mml.sequential.downsample_i64_f64
@@ -157,7 +157,7 @@ def downsample(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, n_out
 
 def _sorted_unique(idx: np.ndarray, n: int) -> np.ndarray:
     """``np.unique(idx)`` for indices in ``0..n-1``: by a mask when ``n`` is small next to them
-    (a comparison line's 500 of 2,000 points: 6x faster than hashing), else by sorting."""
+    (a comparison line's 500 of 2,000 points), else by sorting."""
     if n > 16 * len(idx):
         return np.unique(idx)
     seen = np.zeros(n, dtype=bool)

@@ -37,7 +37,7 @@ def read_regular_array(path: "str | os.PathLike[str]"):
     """Like :func:`read_regular`, into a numpy uint8 array.
 
     Why: numpy asks for huge pages on large allocations, so filling its buffer costs a fraction
-    of the page faults of a ``bytes`` of the same size (about half the read time of a 50 MB file).
+    of the page faults of a ``bytes`` of the same size.
     A file that grew since ``fstat`` is read to its end, like ``readall()`` does.
     """
     fd, size = _open_regular(path)

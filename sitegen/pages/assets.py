@@ -36,9 +36,9 @@ class Assets:
 
 def _specs(language: str, memo: Memo) -> bytes:
     """The chart templates' script; built with altair only when the store has no copy for this
-    version of the templates, the catalog and altair (importing altair costs ~0.5 s)."""
+    version of the templates, the catalog and altair (importing altair is slow)."""
     h = hashlib.sha256((Path(__file__).parent / "specs.py").read_bytes())
-    # which altair, without importing it (0.5 s) or asking importlib.metadata (20 ms)
+    # which altair, without importing it or asking importlib.metadata
     h.update(json.dumps(js_messages(language), sort_keys=True).encode() + package_stamp("altair").encode())
     make = lambda: js_data("SITEGEN_SPECS", charts.templates(language))  # noqa: E731
     return memo(f"specs-{language}-{h.hexdigest()[:16]}.js", make)

@@ -214,10 +214,8 @@ PIECE_PREFIX = "p-"  # a piece's file in its page's folder: p-<key>.js
 def _cuts(group: Group, runs: list[int], n_out: int = MIN_POINTS) -> list[list[int]]:
     """The drawn runs cut into pieces where a run's name says so (a hash of its slug), not by
     position: a run added, removed or changed leaves every other piece as it was: ``PIECE_RUNS``
-    runs a piece on average at the coarsest level, ``MIN_PIECE_RUNS`` at finer ones. (One run a
-    piece at full resolution made the 500-run benchmark's cold build 0.8 s slower, 5,000 pieces
-    with their files, twins and kept heads, for no gain measured on an appended rebuild: fewer
-    points drawn again, more files linked.)"""
+    runs a piece on average at the coarsest level, ``MIN_PIECE_RUNS`` at finer ones (one run a
+    piece would make thousands of files for a large archive's pages)."""
     per = max(MIN_PIECE_RUNS, PIECE_RUNS * MIN_POINTS // max(n_out, 1))
     out: list[list[int]] = []
     part: list[int] = []
@@ -244,8 +242,7 @@ def overlay_data(
     its own beside the page (its lines and their points per tag) and the page's data its run
     rows and where each tag's parts are: with ``kept``, a piece whose runs did not change since
     the last build is linked from the live build (``prefix``: the page's folder) and not drawn,
-    read or written. A nightly build that appended to a few logs redrew, hashed, compressed and
-    wrote all 6.7 MB of the 500-run archive's seven pages to change three runs in them."""
+    read or written: a nightly build that appended to a few logs redraws only their pieces."""
     points = points or (lambda r, level: r.lines)
     runs = list(range(len(group.runs)))
     lines_per_run = [sum(1 for _ in r.lines) for r in group.runs]

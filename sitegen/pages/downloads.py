@@ -37,10 +37,10 @@ def csv_columns(table: pa.Table) -> dict:
 
 
 def to_parquet(table: pa.Table) -> bytes:
-    """The Parquet download: dictionaries only for the text columns, no statistics (3x faster
-    to write than the defaults here, and smaller: numbers rarely repeat, and statistics of one
-    file help nobody), steps delta-coded and floats byte-stream-split before zstd (Parquet 2.8
-    encodings, read by pyarrow, DuckDB, polars and Spark 3.2+): another 2x faster, and 30% smaller."""
+    """The Parquet download: dictionaries only for the text columns, no statistics (numbers
+    rarely repeat, and statistics of one file help nobody), steps delta-coded and floats
+    byte-stream-split before zstd (Parquet 2.8 encodings, read by pyarrow, DuckDB, polars and
+    Spark 3.2+): faster to write than the defaults, and smaller."""
     buf = io.BytesIO()
     strings = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
     encodings = {

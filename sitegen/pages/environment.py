@@ -39,9 +39,8 @@ def render_page(template: jinja2.Template, data_json: str, **context: Any) -> by
     run page is one file and not two (creating files is a large part of a build's cost), and
     still readable over ``file://``; a strict CSP does not apply to data blocks, which are never
     run. The data is most of a page's bytes: it joins the rendered HTML only as UTF-8, so it is
-    never copied into the template's output nor widened with it (the text of the pages holds
-    characters past Latin-1, which made every character of a 1 MB comparison page take 2-4
-    bytes in memory before it was encoded)."""
+    never copied into the template's output nor widened with it (the pages' text holds
+    characters past Latin-1, which would widen every character of the data in memory)."""
     from markupsafe import Markup
 
     mark = f"sitegen-data-{secrets.token_hex(8)}"  # not guessable: no log string can forge it
@@ -68,7 +67,7 @@ def markdown() -> MarkdownIt:
 
 class LazyMarkdown:
     """:func:`markdown`, made on its first ``render``: most runs have no notes or text, and
-    importing markdown-it costs each process ~40 ms."""
+    each process would import markdown-it for nothing."""
 
     _md: MarkdownIt | None = None
 

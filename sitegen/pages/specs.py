@@ -1,9 +1,9 @@
 """Chart templates: one Vega-Lite spec per chart kind, authored once with altair.
 
-Building a full altair chart per series costs ~28 ms; instead each kind's spec is built once
+Building a full altair chart per series would be slow; instead each kind's spec is built once
 (with a named data source) and the browser swaps in each chart's rows (see :mod:`sitegen.pages.charts`).
-Importing altair alone takes ~0.5 s, so this module is imported only when the store holds no
-built copy of the templates (``render`` keeps them as a blob keyed by this file and the catalog).
+Importing altair is slow too, so this module is imported only when the cache holds no built copy
+of the templates (:mod:`sitegen.pages.assets` keeps them keyed by this file and the catalog).
 """
 
 from __future__ import annotations

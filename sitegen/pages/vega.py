@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def _make() -> bytes:
-    import vl_convert  # here only: importing its 80 MB library cost every build process 80 ms
+    import vl_convert  # here only: its large library would load in every build process
 
     log.info("making the Vega bundle with vl-convert %s (once)", getattr(vl_convert, "__version__", "?"))
     bundle = vl_convert.javascript_bundle()  # type: ignore[call-arg]  # its stub makes the optional snippet required

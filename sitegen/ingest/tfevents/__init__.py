@@ -358,8 +358,8 @@ def _decode_or_report(dec: Decoded, off: int, payload: memoryview, options: Read
 def _tag_column(fs: FastScalars) -> pa.Array:
     """``fs.tag[fs.tag_id]`` as a string array.
 
-    Why not a dictionary cast: it copies strings one row at a time (~10 ms per million rows),
-    and it imports ``pyarrow.compute`` (~40 ms per process). Rows of ``fs.runs`` repeat one
+    Why not a dictionary cast: it copies strings one row at a time, and it imports
+    ``pyarrow.compute``. Rows of ``fs.runs`` repeat one
     period of tags, so their bytes and offsets are tiled by doubling copies; the rows between
     runs are gathered byte by byte (:class:`sitegen.model.TagBytes`).
     """

@@ -75,7 +75,7 @@ from sitegen.errors import Problem
 from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents.tfrecord import FOOTER, HEADER
 
-BLOCK_BYTES = 1 << 20  # largest stretch verified and decoded at once (1 MB: stays in L2; 4 MB measured slower)
+BLOCK_BYTES = 1 << 20  # largest stretch verified and decoded at once (it stays in L2 cache)
 MAX_PERIOD = 256  # records per period considered
 
 

@@ -177,8 +177,8 @@ def in_ranges(a: np.ndarray, base: int, count: int, period: int, lo: np.ndarray,
 def fields(a: np.ndarray, dtype: np.dtype | str, base: int, count: int, stride: int, cols) -> np.ndarray:
     """``(count, len(cols))`` values of ``dtype`` at ``base + k*stride + cols[j]``, alignment not needed.
 
-    One fancy-indexed gather over an overlapping view (a value at every byte of a period): about
-    4x faster than one strided copy per column, and the result is already in file order.
+    One fancy-indexed gather over an overlapping view (a value at every byte of a period): faster
+    than one strided copy per column, and the result is already in file order.
     """
     cols = np.asarray(cols, np.intp)
     every = np.ndarray((count, int(cols.max()) + 1), dtype, buffer=a, offset=base, strides=(stride, 1))
@@ -189,7 +189,7 @@ def fill_periodic(out: np.ndarray, first: np.ndarray, inc: int) -> None:
     """``out[k*w + j] = first[j] + k*inc`` for the flat ``out`` (length a multiple of ``w``).
 
     By doubling: each step is one contiguous add (or copy), where a broadcast over rows of a
-    handful of columns runs numpy's inner loop only ``w`` elements at a time (~5x slower).
+    handful of columns runs numpy's inner loop only ``w`` elements at a time.
     """
     w, size = len(first), len(out)
     if not size:
@@ -293,7 +293,7 @@ def _subset_xors(x: np.ndarray, fold: int) -> np.ndarray:
     low = np.bitwise_xor.reduce(z, axis=0).reshape(1 << m, w)  # by index mod 2**m
     hb = bits - m
     high = np.zeros((1 << hb, w), x.dtype)  # by index >> m (groups past the last: zero)
-    # (one axis at a time: numpy reduces over two axes at once 3x slower)
+    # (one axis at a time: numpy reduces over two axes at once more slowly)
     np.bitwise_xor.reduce(np.bitwise_xor.reduce(z, axis=1), axis=1, out=high[:q])
     if rest:
         tail = x[q << m :]
