@@ -169,15 +169,19 @@ def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
     return False
 
 
-def _metric_files(run_dir: Path) -> list[Path]:
-    root = run_dir / "metrics"
+def _files_below(root: Path, base: Path) -> list[tuple[str, Path]]:
+    """Every file below ``root`` as (its path relative to ``base``, its path), sorted."""
     found: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in filenames:
             path = Path(dirpath) / name
-            found.append((path.relative_to(root).as_posix(), path))
-    return [p for _, p in sorted(found)]
+            found.append((path.relative_to(base).as_posix(), path))
+    return sorted(found)
+
+
+def _metric_files(run_dir: Path) -> list[Path]:
+    return [p for _, p in _files_below(run_dir / "metrics", run_dir / "metrics")]
 
 
 def _rel_name(path: Path, archive: Path) -> str:
@@ -365,15 +369,8 @@ def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | No
 
 
 def _artifacts(run_dir: Path, problems: list[Problem]) -> list[Artifact]:
-    root = run_dir / "artifacts"
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in filenames:
-            path = Path(dirpath) / name
-            found.append((path.relative_to(run_dir).as_posix(), path))
     out: list[Artifact] = []
-    for rel, path in sorted(found):
+    for rel, path in _files_below(run_dir / "artifacts", run_dir):
         try:
             st = path.stat()
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device: opening it could block the build
