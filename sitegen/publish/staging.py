@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sitegen.errors import SitegenError, UsageError
-from sitegen.publish.live import build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
+from sitegen.publish.live import MANIFEST, build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
@@ -212,6 +212,26 @@ def _obsolete(out: Path, keep: int) -> list[Path]:
     return found
 
 
+def _recycle(out: Path, keep: int, live: Path | None, root: Path) -> dict[str, tuple[str, int]] | None:
+    """Rename the newest build that this build would push out of ``keep`` to ``root`` and return
+    its files (from its manifest), or None (no such build, or no readable manifest). A rebuild
+    then touches only the files that differ from it, instead of linking every file of the site
+    into a new folder and deleting a whole old build."""
+    builds = list_builds(out)
+    past = [b for b in builds[: max(0, len(builds) - (keep - 1))] if live is None or b.resolve() != live]
+    if not past:
+        return None
+    files = _previous_hashes(past[-1])
+    if not files:
+        return None
+    try:
+        os.rename(past[-1], root)
+    except OSError:  # (another build took it first)
+        return None
+    log.info("recycling %s", past[-1].name)
+    return {**files, MANIFEST: ("", -1), MANIFEST + ".gz": ("", -1)}
+
+
 def _prune(out: Path, keep: int) -> None:
     for old in _obsolete(out, keep):
         log.info("removing %s", old.name)
@@ -229,10 +249,21 @@ class Writer:
     write their runs' pages into the same folder with a ``Writer`` of their own (``old``: the
     live manifest's entries for their files) and hand back :attr:`hashes`."""
 
-    def __init__(self, root: Path, previous: Path | None, old: dict[str, tuple[str, int]], *, replace: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        previous: Path | None,
+        old: dict[str, tuple[str, int]],
+        *,
+        replace: bool = False,
+        present: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
         """``replace``: files already there are replaced (a worker's job that runs again after
-        its first worker died may find what that one wrote)."""
+        its first worker died may find what that one wrote). ``present``: files the folder
+        already holds (a recycled build's, by its manifest): kept when their content is
+        wanted, else replaced; :meth:`Staging.commit` removes the ones no one wanted."""
         self.root, self.previous, self.old, self.replace = Path(root), previous, old, replace
+        self.present = dict(present or {})
         self.hashes: dict[str, tuple[str, int]] = {}  # every file written: (sha256, size)
         self._root = str(self.root) + "/"
         self._previous = None if previous is None else str(previous) + "/"
@@ -249,12 +280,24 @@ class Writer:
         if folder not in self._dirs:
             os.makedirs(folder, exist_ok=True)
             self._dirs.add(folder)
-        if self.replace:
-            try:
-                os.unlink(target)
-            except FileNotFoundError:
-                pass
+        if self.present.pop(rel, None) is not None or self.replace:
+            _unlink(target)
         return target
+
+    def _keep(self, rel: str, digest: str, twin: bool) -> bool:
+        """Leave ``rel`` (and its twin) as the folder already holds it, when that is ``digest``
+        and its size is still the one recorded."""
+        have = self.present.get(rel)
+        if have is None or have[0] != digest or (twin and rel + ".gz" not in self.present):
+            return False
+        names = (rel, rel + ".gz") if twin else (rel,)
+        if rel in self.hashes:
+            raise SitegenError(f"refusing to write {rel!r} twice")
+        if any(_linked_size(self._root + r, self.present[r][1]) is None for r in names):
+            return False
+        for r in names:
+            self.hashes[r] = self.present.pop(r)
+        return True
 
     def _link(self, rel: str, target: str) -> bool:
         """Hard-link ``rel`` from the live build, if it is there with the size its manifest
@@ -276,9 +319,11 @@ class Writer:
     def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
         """Write one file (and its ``.gz`` twin when it is a large text file; ``twin``: already
         compressed, e.g. by a worker process)."""
-        target = self._target(rel)
         digest = hashlib.sha256(data).hexdigest()
         wants_twin = needs_twin(rel, data)
+        if self._keep(rel, digest, wants_twin):
+            return
+        target = self._target(rel)
         if self.old.get(rel, ("",))[0] == digest and (not wants_twin or rel + ".gz" in self.old):
             if self._link(rel, target) and (not wants_twin or self._link(rel + ".gz", self._target(rel + ".gz"))):
                 return
@@ -297,6 +342,8 @@ class Writer:
 
     def link_previous(self, rel: str) -> bool:
         """Reuse ``rel`` (and its twin) unchanged from the live build; False when it cannot."""
+        if rel in self.old and self._keep(rel, self.old[rel][0], rel + ".gz" in self.old):
+            return True
         target = self._target(rel)
         if not self._link(rel, target):
             return False
@@ -316,10 +363,10 @@ class Writer:
 
 
 def _linked_size(path: str, size: int) -> int | None:
-    """The size of the regular file ``path`` when it is ``size`` (any size when the manifest
+    """The size of the regular file ``path`` (not a symlink) when it is ``size`` (any size when the manifest
     gave none: -1), else None."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
     return st.st_size if stat.S_ISREG(st.st_mode) and size in (-1, st.st_size) else None
@@ -355,9 +402,12 @@ class Staging(Writer):
         self.folder = builds_dir(out)
         self.folder.mkdir(exist_ok=True)
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
-        root.mkdir()
         previous = live_build(out)
-        super().__init__(root, previous, _previous_hashes(previous))
+        present = _recycle(out, keep, previous, root)
+        self.recycled = present is not None
+        if present is None:
+            root.mkdir()
+        super().__init__(root, previous, _previous_hashes(previous), present=present)
 
     def __enter__(self) -> "Staging":
         return self
@@ -394,10 +444,39 @@ class Staging(Writer):
             if rel in self.hashes:
                 raise SitegenError(f"refusing to write {rel!r} twice")
             checked_relpath(rel)
+            self.present.pop(rel, None)  # (the worker replaced it)
         self.hashes.update(hashes)
+
+    def _remove_leftovers(self) -> None:
+        """In a recycled build, remove every entry this build did not write or keep (whatever a
+        hand or a crash left there too), and the folders left empty: the folder then holds
+        exactly the files of its manifest."""
+        self.present.clear()
+        if not self.recycled:
+            return
+
+        def sweep(folder: str, prefix: str) -> bool:
+            """Remove what is not wanted below ``folder``; True when it is left empty."""
+            empty = True
+            with os.scandir(folder) as entries:
+                for e in entries:
+                    rel = prefix + e.name
+                    if e.is_dir(follow_symlinks=False):
+                        if sweep(e.path, rel + "/"):
+                            os.rmdir(e.path)
+                        else:
+                            empty = False
+                    elif rel in self.hashes:
+                        empty = False
+                    else:
+                        os.unlink(e.path)
+            return empty
+
+        sweep(str(self.root), "")
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""
+        self._remove_leftovers()
         if self.durable:
             os.sync()  # the whole tree is on storage before it can become live
         h = hashlib.sha256()
