@@ -165,6 +165,9 @@ def test_mlflow_paths_out_of_the_archive(tmp_path: Path):
     (run / "tags" / "leak").symlink_to(outside / "passwd")
     (run / "metrics" / "leak").symlink_to(outside / "passwd")
     (run / "artifacts").symlink_to(outside / "artifacts")
+    (outside / "meta.yaml").write_text((run.parent / "meta.yaml").read_text() + f"description: {SECRET}\n")
+    (run.parent / "meta.yaml").unlink()
+    (run.parent / "meta.yaml").symlink_to(outside / "meta.yaml")  # the experiment's meta.yaml
     other = corpus.write_mlflow(tmp_path / "elsewhere", run_id="f" * 32)
     (other / "metrics" / "loss").write_text(f"1700000000000 0.5 0\n")
     (other / "tags" / "mlflow.runName").write_text(SECRET)
@@ -172,9 +175,10 @@ def test_mlflow_paths_out_of_the_archive(tmp_path: Path):
     out = tmp_path / "site"
     result = build_site(archive, out)
     assert result.runs == 1
-    assert _leaks(out, SECRET, _digest(outside / "artifacts" / "model.txt")) == []
+    assert _leaks(out, SECRET, *map(_digest, [outside / "artifacts" / "model.txt", outside / "meta.yaml", outside / "passwd"])) == []
     refused = sorted(p["path"] for p in _refusals(out))
-    want = [run / "params" / "leak", run / "tags" / "leak", run / "metrics" / "leak", run / "artifacts", run.parent / ("f" * 32)]
+    want = [run / "params" / "leak", run / "tags" / "leak", run / "metrics" / "leak", run / "artifacts", run.parent / ("f" * 32),
+            run.parent / "meta.yaml"]
     assert refused == sorted(map(str, want)), refused
 
 

@@ -463,17 +463,14 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
 
     roots = options.roots
     meta = _read_meta(run_dir / META, problems, roots)
-    try:  # listed so that problems of meta.yaml show with the run's files
-        size = (run_dir / META).stat().st_size
-        run.files.append(SourceFile(run_dir / META, size, size))
-    except OSError:
-        pass
     exp_meta = _read_meta(exp_dir / META, problems, roots)
-    try:
-        size = (exp_dir / META).stat().st_size
-        run.files.append(SourceFile(exp_dir / META, size, size))
-    except OSError:
-        pass
+    for path in (run_dir / META, exp_dir / META):
+        try:  # listed so that problems of meta.yaml show with the run's files (not when refused: no digest of it)
+            check_inside(path, roots)
+            size = path.stat().st_size
+            run.files.append(SourceFile(path, size, size))
+        except OSError:
+            pass
     tags = _read_tree(run_dir / "tags", problems, roots, run.files)
     run.hparams = dict(_read_tree(run_dir / "params", problems, roots, run.files))
 
