@@ -7,6 +7,7 @@ keys instead of failing (a newer config may meet an older sitegen).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields
@@ -60,6 +61,13 @@ class ExecutorConfig:
 
 
 @dataclass
+class ArchiveConfig:
+    #: folders outside the archive that its symlinks may lead into (relative: to the config
+    #: file's folder); everything else a symlink leads to is refused
+    follow_symlinks_into: tuple[str, ...] = ()
+
+
+@dataclass
 class Config:
     title: str = "Training runs"
     language: str = "en"
@@ -70,6 +78,7 @@ class Config:
     formats: FormatsConfig = field(default_factory=FormatsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
     def tag_selected(self, tag: str) -> bool:
         if self.tags.include and not any(re.search(p, tag) for p in self.tags.include):
@@ -122,6 +131,8 @@ def _check(cfg: Config, errors: list[str]) -> None:
     for key in ("max_image_bytes", "max_text_chars", "max_images_per_tag"):
         if getattr(cfg.limits, key) <= 0:
             errors.append(f"limits.{key}: must be positive")
+    if any(not p.strip() for p in cfg.archive.follow_symlinks_into):
+        errors.append("archive.follow_symlinks_into: an empty path")
 
 
 def load_config(path: str | Path | None) -> Config:
@@ -144,4 +155,6 @@ def load_config(path: str | Path | None) -> Config:
     _check(cfg, errors)
     if errors:
         raise ConfigError(f"{path}: " + "; ".join(errors))
+    extra = tuple(str((path.parent / os.path.expanduser(p)).absolute()) for p in cfg.archive.follow_symlinks_into)
+    cfg.archive = ArchiveConfig(extra)
     return cfg

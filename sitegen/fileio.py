@@ -1,19 +1,87 @@
-"""The two file operations every stage shares: a content digest and an atomic write."""
+"""The file operations every stage shares: the archive boundary (what may be read at all), a
+content digest and an atomic write.
+
+The boundary: a build reads only files whose real path (symlinks resolved) lies inside one of
+its *roots*, the archive and the folders ``[archive] follow_symlinks_into`` names. Every read of
+an archive file goes through :func:`open_regular` (or :func:`check_inside`), never a bare
+``open``: otherwise a symlink in a run folder publishes any file the build can read.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
+from sitegen.errors import Problem
+
 _CHUNK = 1 << 20
+#: where Linux shows the real path of an open descriptor (checked after the open: no race)
+_FD_LINKS = "/proc/self/fd"
 
 
-def sha256_file(path: str | os.PathLike[str], limit: int | None = None) -> tuple[str, int]:
-    """SHA-256 and length of the first ``limit`` bytes of ``path`` (all of it when None)."""
+class OutsideRoots(OSError):
+    """A file or folder whose real path lies outside the build's roots; ``target``: that path."""
+
+    def __init__(self, path: str | os.PathLike[str], target: str) -> None:
+        super().__init__(0, f"resolves to {target}, outside the archive (see [archive] follow_symlinks_into); not read", os.fspath(path))
+        self.target = target
+
+    def problem(self) -> Problem:
+        """The one problem line of the refusal: the link, and where it leads."""
+        return Problem(str(self.filename), None, "outside-archive", self.strerror or "outside the archive; not read")
+
+
+def real_roots(archive: str | os.PathLike[str], extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The real paths of the archive and of the configured extra roots, the archive first."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in (archive, *extra)))
+
+
+def outside(real: str, roots: tuple[str, ...]) -> bool:
+    """Whether the real path ``real`` lies outside every root (``roots`` empty: no limit)."""
+    return bool(roots) and not any(Path(real).is_relative_to(r) for r in roots)
+
+
+def check_inside(path: str | os.PathLike[str], roots: tuple[str, ...], fd: int | None = None) -> None:
+    """Raise :class:`OutsideRoots` when ``path`` (the file open as ``fd``, when given: what was
+    opened, even if the link changed since) lies outside ``roots``."""
+    if not roots:
+        return
+    real = None
+    if fd is not None:
+        try:
+            real = os.readlink(f"{_FD_LINKS}/{fd}")
+        except OSError:
+            pass
+    if real is None or not real.startswith("/"):  # no /proc (or an anonymous file): resolve the name
+        real = os.path.realpath(path)
+    if outside(real, roots):
+        raise OutsideRoots(path, real)
+
+
+def open_regular(path: str | os.PathLike[str], roots: tuple[str, ...] = ()) -> tuple[int, int]:
+    """``(fd, size)`` of a regular file inside ``roots``, or OSError: a FIFO, device or
+    directory is refused without blocking (``O_NONBLOCK``), a file outside the roots with
+    :class:`OutsideRoots`, and a file that vanished raises like any other."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        check_inside(path, roots, fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "not a regular file", os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def sha256_file(path: str | os.PathLike[str], limit: int | None = None, roots: tuple[str, ...] = ()) -> tuple[str, int]:
+    """SHA-256 and length of the first ``limit`` bytes of ``path`` (all of it when None); with
+    ``roots``, only of a regular file inside them (:func:`open_regular`)."""
     h = hashlib.sha256()
     n = 0
-    with open(path, "rb") as f:
+    with open(open_regular(path, roots)[0] if roots else path, "rb") as f:
         while limit is None or n < limit:
             chunk = f.read(_CHUNK if limit is None else min(_CHUNK, limit - n))
             if not chunk:

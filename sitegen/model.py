@@ -204,6 +204,9 @@ class ReadOptions:
     #: also take the SHA-256 of each file read (SourceFile.sha256) while its bytes are in memory:
     #: the build's manifest needs it, and reading the file again for it cost as much as hashing
     digest: bool = False
+    #: real paths of the folders files may be read from: the archive and ``[archive]
+    #: follow_symlinks_into`` (see :mod:`sitegen.fileio`); empty: anywhere (a folder read by hand)
+    roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -407,6 +410,7 @@ class RunDetails:
     notes: str | None
     artifacts: list[Artifact]
     scalars: pa.Table
+    problems: list[Problem] = field(default_factory=list)  # files of the folder refused (outside the archive)
 
 
 @dataclass(eq=False, repr=False)

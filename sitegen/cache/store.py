@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +24,7 @@ import numpy as np
 from sitegen.cache import entries
 from sitegen.cache.entries import narrowest
 from sitegen.errors import Problem
-from sitegen.fileio import atomic_write, sha256_file
+from sitegen.fileio import OutsideRoots, atomic_write, check_inside, sha256_file
 from sitegen.model import (
     ReadOptions,
     RunData,
@@ -298,7 +299,14 @@ class Store:
         ``decode(path, options, start=..., state=...)`` decodes from ``start`` to the end.
         """
         try:
-            st = path.stat()
+            st = path.lstat()  # a link is checked against the roots before its entry is trusted
+            if stat.S_ISLNK(st.st_mode):
+                check_inside(path, options.roots)
+                st = path.stat()
+        except OutsideRoots as exc:
+            run = RunData(name="", format="")
+            run.problems.append(exc.problem())
+            return run
         except OSError as exc:
             run = RunData(name="", format="")
             run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
@@ -313,6 +321,7 @@ class Store:
             "max_image_bytes": options.max_image_bytes,
             "max_text_chars": options.max_text_chars,
             "max_audio_bytes": options.max_audio_bytes,
+            "roots": list(options.roots),
         }
         entry = self._entry_path(path)
         header, body = entries.read_header(entry)

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from sitegen.fileio import real_roots
 from sitegen.ingest import READERS
 from sitegen.ingest.scan import scan
 from sitegen.model import SCALARS_SCHEMA, ReadOptions, RunData, empty_table
 
 
+def _within(path: Path, options: ReadOptions) -> ReadOptions:
+    """``options`` reading nothing outside ``path`` unless they name their own roots."""
+    return options if options.roots else replace(options, roots=real_roots(path))
+
+
 def read_run(path: str | Path, *, options: ReadOptions = ReadOptions()) -> RunData:
     """Everything one run directory holds (its own files only, not its sub-runs)."""
     path = Path(path)
+    options = _within(path, options)
     sources = [s for s in scan(path) if s.name == "."]
     if not sources:
         raise FileNotFoundError(f"{path}: holds no log files of a known format")
@@ -23,7 +31,8 @@ def read_run(path: str | Path, *, options: ReadOptions = ReadOptions()) -> RunDa
 
 def read_runs(path: str | Path, *, options: ReadOptions = ReadOptions()) -> list[RunData]:
     """Every run below ``path`` (sub-runs included, each under its own name), in name order."""
-    return [READERS[s.format].read(s, options) for s in scan(Path(path))]
+    options = _within(Path(path), options)
+    return [READERS[s.format].read(s, options) for s in scan(Path(path), roots=options.roots)]
 
 
 def _repeat_string(text: str, n: int) -> pa.Array:

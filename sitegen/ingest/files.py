@@ -1,31 +1,32 @@
-"""Reading a log file whole, refusing anything that is not a regular file."""
+"""Reading an archive's files: every reader reads through these helpers, never a bare ``open``.
+
+They refuse what must not be read: anything that is not a regular file (a FIFO would block the
+build) and anything whose real path lies outside the build's roots (a symlink in a run folder
+must not publish a file of the build machine; :mod:`sitegen.fileio` draws that boundary).
+``roots`` is ``ReadOptions.roots``; :func:`problem` turns a refusal into the run's problem line.
+"""
 
 from __future__ import annotations
 
 import io
 import os
-import stat
 
 import numpy as np
 
-
-def _open_regular(path: "str | os.PathLike[str]") -> tuple[int, int]:
-    """``(fd, size)`` of a regular file, or OSError: a FIFO, device or directory named like a log
-    file is refused without blocking (``O_NONBLOCK``), and a file that vanished raises like any other."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "not a regular file", str(path))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st.st_size
+from sitegen.errors import Problem
+from sitegen.fileio import OutsideRoots, open_regular
 
 
-def read_regular(path: "str | os.PathLike[str]") -> bytes:
-    """The bytes of a regular file, or OSError (see :func:`_open_regular`)."""
-    fd, _ = _open_regular(path)
+def problem(path: "str | os.PathLike[str]", exc: OSError) -> Problem:
+    """The one problem line for a file that could not be read."""
+    if isinstance(exc, OutsideRoots):
+        return exc.problem()
+    return Problem(os.fspath(path), None, "unreadable", f"cannot read: {exc.strerror or exc}")
+
+
+def read_regular(path: "str | os.PathLike[str]", roots: tuple[str, ...]) -> bytes:
+    """The bytes of a regular file inside ``roots``, or OSError (see :func:`sitegen.fileio.open_regular`)."""
+    fd, _ = open_regular(path, roots)
     try:
         # readall() sizes its buffer from fstat: one allocation, no joined copy of a large file
         return io.FileIO(fd, "rb", closefd=False).readall()
@@ -33,14 +34,14 @@ def read_regular(path: "str | os.PathLike[str]") -> bytes:
         os.close(fd)
 
 
-def read_regular_array(path: "str | os.PathLike[str]"):
+def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
     """Like :func:`read_regular`, into a numpy uint8 array.
 
     Why: numpy asks for huge pages on large allocations, so filling its buffer costs a fraction
     of the page faults of a ``bytes`` of the same size.
     A file that grew since ``fstat`` is read to its end, like ``readall()`` does.
     """
-    fd, size = _open_regular(path)
+    fd, size = open_regular(path, roots)
     try:
         f = io.FileIO(fd, "rb", closefd=False)
         buf = np.empty(size, np.uint8)

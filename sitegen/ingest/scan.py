@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from sitegen.errors import Problem, UsageError
+from sitegen.fileio import OutsideRoots, outside, real_roots
 from sitegen.ingest import READERS
 from sitegen.model import RunSource
 
@@ -40,19 +41,22 @@ def scan(
     exclude: tuple[str, ...] = (),
     patterns: dict[str, tuple[str, ...]] | None = None,
     problems: list[Problem] | None = None,
+    roots: tuple[str, ...] = (),
 ) -> list[RunSource]:
     """All runs below ``archive`` in sorted name order, sub-runs pointing at their parent.
 
     Symlinks are followed, but a directory already visited (same device and inode) is not
     entered again, so symlink loops end. ``include``/``exclude`` are globs on run names;
     excluding a run also drops its sub-runs. ``patterns`` gives file-name globs to readers whose
-    files are configurable (``{"tabular": ("*.csv",)}``).
+    files are configurable (``{"tabular": ("*.csv",)}``). A folder or log file whose real path
+    lies outside ``roots`` (default: the archive) is never entered or read: one problem each.
     """
     patterns = patterns or {}
     archive = Path(archive)
     if not archive.is_dir():
         raise UsageError(f"{archive}: not a directory")
     problems = problems if problems is not None else []
+    roots = roots or real_roots(archive)
     seen: set[tuple[int, int]] = set()
     found: list[RunSource] = []
 
@@ -64,7 +68,14 @@ def scan(
     # pathlib cost it more than the system calls
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
         try:
-            st = os.stat(dirpath)
+            st = os.lstat(dirpath)  # the stat itself, unless it is a link (then checked and followed)
+            if stat.S_ISLNK(st.st_mode):
+                st = os.stat(dirpath)
+                _check(dirpath, roots)
+        except OutsideRoots as exc:
+            problems.append(exc.problem())
+            dirnames[:] = []
+            continue
         except OSError as exc:
             onerror(exc)
             dirnames[:] = []
@@ -75,10 +86,10 @@ def scan(
             continue
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems)
+        regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems, roots)
         store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
         if store is not None:
-            found.extend(store.discover(Path(dirpath), archive))
+            found.extend(_inside(store.discover(Path(dirpath), archive), roots, problems))
             dirnames[:] = []
             continue
         if not regular:
@@ -93,6 +104,26 @@ def scan(
     return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
 
 
+def _check(path: str, roots: tuple[str, ...]) -> None:
+    real = os.path.realpath(path)
+    if outside(real, roots):
+        raise OutsideRoots(path, real)
+
+
+def _inside(sources: list[RunSource], roots: tuple[str, ...], problems: list[Problem]) -> list[RunSource]:
+    """The runs a store found whose folders lie inside ``roots`` (a store may follow links
+    below its own folder; the files of a run are checked as its reader opens them)."""
+    out = []
+    for s in sources:
+        try:
+            _check(str(s.directory), roots)
+        except OutsideRoots as exc:
+            problems.append(exc.problem())
+            continue
+        out.append(s)
+    return out
+
+
 def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
     for reader in READERS.values():
         args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
@@ -102,11 +133,16 @@ def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
 
 
 def _report_odd_entries(
-    directory: str, filenames: list[str], dirnames: list[str], patterns: dict[str, tuple[str, ...]], problems: list[Problem]
+    directory: str,
+    filenames: list[str],
+    dirnames: list[str],
+    patterns: dict[str, tuple[str, ...]],
+    problems: list[Problem],
+    roots: tuple[str, ...],
 ) -> set[str]:
     """Entries named like log files that are not regular files (a directory, FIFO, socket or
     device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
-    opening a FIFO would block the build. Returns the claimed names that are regular files (one
+    opening a FIFO would block the build. So is a symlink that leads outside ``roots``. Returns the claimed names that are regular files (one
     stat each, the only one the scan makes; hidden ones included, but never reported)."""
     regular: set[str] = set()
     for name in sorted(filenames) + list(dirnames):
@@ -114,7 +150,14 @@ def _report_odd_entries(
             continue
         path = os.path.join(directory, name)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                st = os.stat(path)
+                _check(path, roots)
+        except OutsideRoots as exc:
+            if not name.startswith("."):
+                problems.append(exc.problem())
+            continue
         except OSError as exc:
             if name.startswith("."):
                 continue

@@ -89,7 +89,10 @@ def draw_run(job: RunJob) -> RunResult:
         # steps that go backwards or repeat are legal (resumed runs) but worth a line in the report
         problems += scalar_problems(d.scalars, str(source.directory), wall_times=False, steps=True, repeats=d.format != "mlflow")
     hp = run_hparams([site_run.data, *site_run.sub_runs])
-    files = run_files(site_run, details(site_run, job.nested_dirs), hp, job.config, job.urls, [*job.problems_of, *problems])
+    info = details(site_run, job.nested_dirs, job.options.roots)
+    scanned = {(p.path, p.kind) for p in job.problems_of}
+    problems += [p for p in info.problems if (p.path, p.kind) not in scanned]  # (a log file the scan refused is listed too)
+    files = run_files(site_run, info, hp, job.config, job.urls, [*job.problems_of, *problems])
     # compressed here, in the worker, so the main process only writes
     files.update({rel + ".gz": gzip_twin(data) for rel, data in list(files.items()) if needs_twin(rel, data)})
     sources = [f for d in datas for f in d.files]

@@ -16,6 +16,7 @@ from sitegen.cache import keys as cache_keys
 from sitegen.cache.store import Store
 from sitegen.config import Config
 from sitegen.errors import Problem
+from sitegen.fileio import real_roots
 from sitegen.ingest.scan import scan
 from sitegen.model import ReadOptions, RunSource, slug
 from sitegen.pages.assets import Assets, assets
@@ -63,12 +64,14 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     """Scan ``archive`` and key every run; nothing is read or drawn yet."""
     store = Store(cache)
     problems: list[Problem] = []
+    roots = real_roots(archive, config.archive.follow_symlinks_into)
     sources = scan(
         archive,
         include=config.runs.include,
         exclude=config.runs.exclude,
         patterns={"tabular": config.formats.metric_files},
         problems=problems,
+        roots=roots,
     )
     fams = families(sources)
     real = _realpaths([s.directory for s in sources])
@@ -76,7 +79,11 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     names = [str(d) for d in dirs]
     site_assets = assets(config.language, store.blob)
     options = ReadOptions(
-        verify=verify, max_image_bytes=config.limits.max_image_bytes, max_text_chars=config.limits.max_text_chars, digest=True
+        verify=verify,
+        max_image_bytes=config.limits.max_image_bytes,
+        max_text_chars=config.limits.max_text_chars,
+        digest=True,
+        roots=roots,
     )
     scan_problems = list(problems)
     jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems) for f in fams]

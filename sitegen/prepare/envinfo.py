@@ -4,6 +4,7 @@ provenance, notes, artifacts and the full-resolution scalar table of the downloa
 Sources, in order: text summaries whose tag names the environment (``environment``, ``env``,
 ``system``), an ``env.json`` / ``environment.txt`` (or .yaml) file in the run folder, and MLflow
 tags (``RunData.meta`` keys ``tag:...``). Every value is text from a log: templates escape it.
+Files are read through :func:`sitegen.fileio.open_regular`: nothing outside the build's roots.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from sitegen.fileio import sha256_file
+from sitegen.errors import Problem
+from sitegen.fileio import OutsideRoots, check_inside, open_regular, sha256_file
 from sitegen.model import (
     Artifact,
     Environment,
@@ -53,13 +55,23 @@ MAX_ARTIFACTS = 1000
 MAX_FILE_CHARS = 200_000
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(path: Path, roots: tuple[str, ...], problems: list[Problem]) -> str | None:
+    """A text file of the run folder (None: missing, too large or unreadable; outside the
+    roots: None and a problem)."""
     try:
-        if path.stat().st_size > MAX_FILE_CHARS * 4:
-            return None
-        return path.read_text("utf-8", errors="replace")[:MAX_FILE_CHARS]
+        fd, size = open_regular(path, roots)
+    except OutsideRoots as exc:
+        problems.append(exc.problem())
+        return None
     except OSError:
         return None
+    with open(fd, "rb") as f:
+        try:
+            if size > MAX_FILE_CHARS * 4:
+                return None
+            return f.read().decode("utf-8", errors="replace")[:MAX_FILE_CHARS]
+        except OSError:
+            return None
 
 
 def _present(directory: Path, names: tuple[str, ...]) -> list[str]:
@@ -73,7 +85,9 @@ def _present(directory: Path, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if n in here]
 
 
-def environment(datas: list[RunData], directory: Path | None) -> Environment:
+def environment(
+    datas: list[RunData], directory: Path | None, roots: tuple[str, ...] = (), problems: list[Problem] | None = None
+) -> Environment:
     env = Environment()
     for d in datas:
         newest: dict[str, tuple[int, str]] = {}
@@ -88,7 +102,7 @@ def environment(datas: list[RunData], directory: Path | None) -> Environment:
                 env.raw.append((base_tag(tag), newest[tag][1]))
     if directory is not None:
         for name in _present(directory, ENV_FILES):
-            text = _read_text(directory / name)
+            text = _read_text(directory / name, roots, [] if problems is None else problems)
             if text is None:
                 continue
             parsed = parse_config(text)
@@ -116,13 +130,13 @@ def environment(datas: list[RunData], directory: Path | None) -> Environment:
     return env
 
 
-def notes(directory: Path | None) -> str | None:
+def notes(directory: Path | None, roots: tuple[str, ...] = (), problems: list[Problem] | None = None) -> str | None:
     if directory is None:
         return None
     for name in _present(directory, NOTE_FILES):
         path = directory / name
         if path.is_file():
-            return _read_text(path)
+            return _read_text(path, roots, [] if problems is None else problems)
     return None
 
 
@@ -134,10 +148,19 @@ def _resolved(path: Path) -> Path:
         return path
 
 
-def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path], run_dirs: frozenset = frozenset()) -> list[Artifact]:
-    """Files of the run folder other than logs and sub-runs (MLflow: the reader's list). Logs
-    are told apart by inode, not by resolved path: resolving every file of every run (a system
-    call per path component) cost more than the rest of the listing."""
+def artifacts(
+    datas: list[RunData],
+    directory: Path | None,
+    sub_dirs: list[Path],
+    run_dirs: frozenset = frozenset(),
+    roots: tuple[str, ...] = (),
+    problems: list[Problem] | None = None,
+) -> list[Artifact]:
+    """Files of the run folder other than logs and sub-runs (MLflow: the reader's list), listed,
+    never copied. Logs are told apart by inode, not by resolved path: resolving every file of
+    every run (a system call per path component) cost more than the rest of the listing; only
+    symlinks are resolved, and those leading outside ``roots`` are refused."""
+    problems = [] if problems is None else problems
     listed = [a for d in datas for a in d.artifacts]
     if listed or directory is None or datas[0].format == "mlflow":
         return sorted(listed, key=lambda a: a.path)
@@ -171,7 +194,12 @@ def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path]
                     continue
                 if "tfevents" in e.name or e.name in NOTE_FILES or len(found) >= MAX_ARTIFACTS:
                     continue
+                if e.is_symlink():
+                    check_inside(e.path, roots)
                 st = e.stat()  # (through a symlink, as is_file does)
+            except OutsideRoots as exc:
+                problems.append(exc.problem())
+                continue
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in logs:
@@ -180,7 +208,9 @@ def artifacts(datas: list[RunData], directory: Path | None, sub_dirs: list[Path]
     out = []
     for rel, path, size in sorted(found):
         try:
-            out.append(Artifact(rel, size, sha256_file(path)[0] if size <= MAX_HASH_BYTES else ""))
+            out.append(Artifact(rel, size, sha256_file(path, roots=roots)[0] if size <= MAX_HASH_BYTES else ""))
+        except OutsideRoots as exc:  # (the link changed since it was listed)
+            problems.append(exc.problem())
         except OSError as exc:
             log.warning("%s: cannot read artifact: %s", path, exc)
     return out
@@ -232,17 +262,21 @@ def scalar_table(run_name: str, datas: list[RunData], labels: list[str]) -> pa.T
     )
 
 
-def details(run: SiteRun, other_dirs: frozenset = frozenset()) -> RunDetails:
+def details(run: SiteRun, other_dirs: frozenset = frozenset(), roots: tuple[str, ...] = ()) -> RunDetails:
     """Everything :func:`sitegen.pages.runpage.run_page` shows beyond the run's own data;
-    ``other_dirs``: folders of the site's other runs, never listed as this run's artifacts."""
+    ``other_dirs``: folders of the site's other runs, never listed as this run's artifacts;
+    ``roots``: where files may be read from (``ReadOptions.roots``)."""
     data = [run.data, *run.sub_runs]
     sub_dirs = sorted({f.path.parent for s in run.sub_runs for f in s.files})
-    return RunDetails(
-        environment=environment(data, run.directory),
-        notes=notes(run.directory),
-        artifacts=artifacts(data, run.directory, sub_dirs, other_dirs),
+    problems: list[Problem] = []
+    out = RunDetails(
+        environment=environment(data, run.directory, roots, problems),
+        notes=notes(run.directory, roots, problems),
+        artifacts=artifacts(data, run.directory, sub_dirs, other_dirs, roots, problems),
         scalars=scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs]),
     )
+    out.problems = list(dict.fromkeys(problems))  # an env file is also an artifact: one line per link
+    return out
 
 
 def _sub_label(run: SiteRun, sub) -> str:

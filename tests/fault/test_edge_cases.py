@@ -184,10 +184,10 @@ def test_unreadable_file(tmp_path, monkeypatch):
     (run / "events.out.tfevents.2.ok").write_bytes(corpus.tf_file(RECS))
     real = tfevents.read_regular_array
 
-    def deny(path):
+    def deny(path, roots):
         if Path(path) == bad:
             raise PermissionError(13, "Permission denied", str(path))
-        return real(path)
+        return real(path, roots)
 
     monkeypatch.setattr(tfevents, "read_regular_array", deny)
     data = sitegen.read_run(run)

@@ -43,9 +43,9 @@ import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
-from sitegen.fileio import sha256_file
+from sitegen.fileio import OutsideRoots, check_inside, sha256_file
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.ingest.mlflow.metayaml import byte_offset, parse_meta_yaml
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
@@ -69,7 +69,7 @@ def claims(filename: str) -> bool:
     return False
 
 
-def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | None]:
+def _read_meta(path: Path, problems: list[Problem] | None, roots: tuple[str, ...]) -> dict[str, str | None]:
     """Parse one meta.yaml; every damage becomes a Problem (when ``problems`` is given)."""
 
     def add(offset: int | None, kind: str, message: str) -> None:
@@ -77,12 +77,13 @@ def _read_meta(path: Path, problems: list[Problem] | None) -> dict[str, str | No
             problems.append(Problem(str(path), offset, kind, message))
 
     try:
-        data = read_regular(path)
+        data = read_regular(path, roots)
     except FileNotFoundError:
         add(None, "missing-meta", "meta.yaml is missing")
         return {}
     except OSError as exc:
-        add(None, "unreadable", f"cannot read: {exc.strerror or exc}")
+        if problems is not None:
+            problems.append(problem(path, exc))
         return {}
     try:
         text = data.decode("utf-8")
@@ -340,7 +341,7 @@ def parse_metric_bytes(data: bytes, path: str) -> tuple[np.ndarray, np.ndarray, 
 # --------------------------------------------------------------------------------------------
 
 
-def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | None = None) -> dict[str, str]:
+def _read_tree(root: Path, problems: list[Problem], roots: tuple[str, ...], files: list[SourceFile] | None = None) -> dict[str, str]:
     """``key -> raw file contents`` of a params/ or tags/ folder (keys with "/" are folders);
     every file read is added to ``files`` (the manifest then covers it)."""
     out: dict[str, str] = {}
@@ -354,9 +355,9 @@ def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | No
             found.append((path.relative_to(root).as_posix(), path))
     for key, path in sorted(found):
         try:
-            data = read_regular(path)
+            data = read_regular(path, roots)
         except OSError as exc:
-            problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            problems.append(problem(path, exc))
             continue
         if files is not None:
             files.append(SourceFile(path, len(data), len(data)))
@@ -368,20 +369,32 @@ def _read_tree(root: Path, problems: list[Problem], files: list[SourceFile] | No
     return out
 
 
-def _artifacts(run_dir: Path, problems: list[Problem]) -> list[Artifact]:
+def _artifacts(run_dir: Path, problems: list[Problem], roots: tuple[str, ...]) -> list[Artifact]:
+    """The run's ``artifacts/`` folder, listed (never copied); the ``artifact_uri`` of meta.yaml
+    is never followed: it names a place on the machine that logged the run."""
     out: list[Artifact] = []
-    for rel, path in _files_below(run_dir / "artifacts", run_dir):
+    top = run_dir / "artifacts"
+    try:
+        if top.is_symlink():
+            check_inside(top, roots)
+    except OutsideRoots as exc:
+        problems.append(problem(top, exc))
+        return out
+    for rel, path in _files_below(top, run_dir):
         try:
-            st = path.stat()
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                check_inside(path, roots)
+                st = path.stat()
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device: opening it could block the build
                 problems.append(Problem(str(path), None, "not-a-file", "artifact is not a regular file; not listed"))
                 continue
             size = st.st_size
             digest = ""
             if size <= MAX_HASH_BYTES:
-                digest = sha256_file(path)[0]
+                digest = sha256_file(path, roots=roots)[0]
         except OSError as exc:
-            problems.append(Problem(str(path), None, "unreadable", f"cannot read artifact: {exc.strerror or exc}"))
+            problems.append(problem(path, exc))
             continue
         out.append(Artifact(path=rel, size=size, sha256=digest))
     return out
@@ -448,20 +461,18 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     exp_dir = run_dir.parent
     problems = run.problems
 
-    meta = _read_meta(run_dir / META, problems)
-    try:  # listed so that problems of meta.yaml show with the run's files
-        size = (run_dir / META).stat().st_size
-        run.files.append(SourceFile(run_dir / META, size, size))
-    except OSError:
-        pass
-    exp_meta = _read_meta(exp_dir / META, problems)
-    try:
-        size = (exp_dir / META).stat().st_size
-        run.files.append(SourceFile(exp_dir / META, size, size))
-    except OSError:
-        pass
-    tags = _read_tree(run_dir / "tags", problems, run.files)
-    run.hparams = dict(_read_tree(run_dir / "params", problems, run.files))
+    roots = options.roots
+    meta = _read_meta(run_dir / META, problems, roots)
+    exp_meta = _read_meta(exp_dir / META, problems, roots)
+    for path in (run_dir / META, exp_dir / META):
+        try:  # listed so that problems of meta.yaml show with the run's files (not when refused: no digest of it)
+            check_inside(path, roots)
+            size = path.stat().st_size
+            run.files.append(SourceFile(path, size, size))
+        except OSError:
+            pass
+    tags = _read_tree(run_dir / "tags", problems, roots, run.files)
+    run.hparams = dict(_read_tree(run_dir / "params", problems, roots, run.files))
 
     run_id = meta.get("run_id") or meta.get("run_uuid") or run_dir.name
     title = meta.get("run_name") or tags.get("mlflow.runName") or meta.get("name") or run_id
@@ -487,9 +498,9 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     ts_parts, value_parts, step_parts = [], [], []
     for key, path in keyed:
         try:
-            data = read_regular(path)
+            data = read_regular(path, roots)
         except OSError as exc:
-            problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+            problems.append(problem(path, exc))
             continue
         ts, value, step, end, file_problems = parse_metric_bytes(data, str(path))
         problems.extend(file_problems)
@@ -520,5 +531,5 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
             },
             schema=RUN_SCALARS_SCHEMA,
         )
-    run.artifacts = _artifacts(run_dir, problems)
+    run.artifacts = _artifacts(run_dir, problems, roots)
     return run

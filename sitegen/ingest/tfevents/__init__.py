@@ -19,7 +19,7 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest import media
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import read_regular_array
+from sitegen.ingest.files import problem, read_regular_array
 from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents.fast import FastScalars, decode_scalars
 from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -431,9 +431,9 @@ def decode_file(path: Path, options: ReadOptions, *, start: int = 0, state: dict
     dec.run.name = ""
     spath = str(path)
     try:
-        data = read_regular_array(path)
+        data = read_regular_array(path, options.roots)
     except OSError as exc:
-        dec.run.problems.append(Problem(spath, None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        dec.run.problems.append(problem(spath, exc))
         return dec.run, {"end": start, "plugins": dec.plugins}
     if start > len(data):
         start = 0  # the file shrank: it was replaced, read it again

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from sitegen.errors import Problem
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.ingest.visualdl.fast import BadWire, Scalar, Walk, fields, signed, varint, walk, wall_times
 from sitegen.model import (
     RUN_SCALARS_SCHEMA,
@@ -87,10 +87,10 @@ def decode_file(
     """
     path = Path(path)
     try:
-        buf = read_regular(path)
+        buf = read_regular(path, options.roots)
     except OSError as exc:
         run = RunData(name="", format=FORMAT)
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return run, {"end": start}
     if start > len(buf):
         start = 0  # the file shrank: it was replaced, read it again
