@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"sitegen: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        after = "; nothing was published, the live site is unchanged" if args.command == "build" else ""
+        print(f"sitegen: error: {where}{exc.strerror or exc}{after}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("sitegen: interrupted", file=sys.stderr)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sitegen.errors import SitegenError, UsageError
+from sitegen.fileio import named
 from sitegen.publish.live import build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def _write_file(path: str, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+    except OSError as exc:  # (a full disk: the one line printed names the file)
+        raise named(exc, path) from None
     finally:
         os.close(fd)
 
@@ -408,9 +411,14 @@ class Staging(Writer):
             seq = build_number(existing[-1]) + 1 if existing else 1
             final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
             os.rename(self.root, final)
-            if self.durable:  # (a directory's fsync waits for the disk like the sync does)
-                _fsync_dir(self.folder)
-            _switch(self.out, final, self.durable)
+            try:
+                if self.durable:  # (a directory's fsync waits for the disk like the sync does)
+                    _fsync_dir(self.folder)
+                _switch(self.out, final, self.durable)
+            except BaseException:  # (e.g. no room for the new symlink) never left as a build
+                if live_build(self.out) != final.resolve():
+                    shutil.rmtree(final, ignore_errors=True)
+                raise
             _prune(self.out, self.keep)
         log.info("published %s -> %s", self.out, final.name)
         return final
