@@ -66,7 +66,7 @@ def acquire(path: Path, wait: float, *, what: str) -> dict:
     if held is not None:
         held.count += 1
         return held.taken_over
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _make_parents(Path(path))
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     deadline = time.monotonic() + max(0.0, wait)
     try:
@@ -87,6 +87,18 @@ def acquire(path: Path, wait: float, *, what: str) -> dict:
         raise
     _HELD[key] = _Held(fd, 1, left)
     return left
+
+
+def _make_parents(path: Path) -> None:
+    """The folders above ``path``, each made ``rwxr-xr-x`` whatever the umask: the site's
+    folder, made here first, is one the web server must pass through."""
+    missing = [p for p in path.absolute().parents if not p.is_dir()]
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(0o755)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o755)
 
 
 def release(path: Path) -> None:

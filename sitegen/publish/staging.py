@@ -85,9 +85,15 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
         return {}
 
 
+#: every published file and folder: readable by the web server's user whatever the build's umask
+#: (a umask of 077 would make them the builder's alone), writable by the builder only
+FILE_MODE, DIR_MODE = 0o644, 0o755
+
+
 def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
+        os.fchmod(fd, FILE_MODE)  # (open's mode is masked by the umask)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -95,6 +101,20 @@ def _write_file(path: str, data: bytes) -> None:
         raise named(exc, path) from None
     finally:
         os.close(fd)
+
+
+def _make_dirs(folder: str) -> None:
+    """``mkdir -p`` with :data:`DIR_MODE` for every folder it makes, whatever the umask."""
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if parent and parent != folder:
+        _make_dirs(parent)
+    try:
+        os.mkdir(folder, DIR_MODE)
+    except FileExistsError:
+        return
+    os.chmod(folder, DIR_MODE)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -250,7 +270,7 @@ class Writer:
         target = self._root + checked_relpath(rel)
         folder = target[: target.rfind("/")]
         if folder not in self._dirs:
-            os.makedirs(folder, exist_ok=True)
+            _make_dirs(folder)
             self._dirs.add(folder)
         if self.replace:
             try:
@@ -320,12 +340,17 @@ class Writer:
 
 def _linked_size(path: str, size: int) -> int | None:
     """The size of the regular file ``path`` when it is ``size`` (any size when the manifest
-    gave none: -1), else None."""
+    gave none: -1), else None; made readable by all when a build under a strict umask by an
+    older sitegen left it the builder's alone."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_size if stat.S_ISREG(st.st_mode) and size in (-1, st.st_size) else None
+    if not stat.S_ISREG(st.st_mode) or size not in (-1, st.st_size):
+        return None
+    if stat.S_IMODE(st.st_mode) != FILE_MODE:
+        os.chmod(path, FILE_MODE)
+    return st.st_size
 
 
 def _unlink(path: str) -> None:
@@ -352,13 +377,13 @@ class Staging(Writer):
         out = Path(out)
         if not out.name or out.name in (".", ".."):
             raise UsageError(f"{out}: not a usable output path")
-        out.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(str(out.parent.absolute()))
         _check_out(out)
         self.out, self.keep, self.durable = out, keep, durable
         self.folder = builds_dir(out)
-        self.folder.mkdir(exist_ok=True)
+        _make_dirs(str(self.folder))
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
-        root.mkdir()
+        _make_dirs(str(root))
         previous = live_build(out)
         super().__init__(root, previous, _previous_hashes(previous))
 
