@@ -73,12 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no request log")
     h = sub.add_parser(
         "htpasswd",
-        help="print an htpasswd line (apr1) for nginx auth_basic",
-        description="Print USER:HASH (apr1-md5) for an nginx auth_basic_user_file. Avoid bcrypt with cost >= 10: "
-        "nginx re-checks the password on every request (~90 ms each at cost 10); apr1 takes ~5 ms.",
+        help="print an htpasswd line (apr1, or bcrypt) for nginx auth_basic",
+        description="Print USER:HASH for an nginx auth_basic_user_file: apr1-md5 (default), or bcrypt, which makes a stolen "
+        "file much slower to attack but costs nginx its work factor on every request (see docs/publishing.md).",
     )
     h.add_argument("user")
     h.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    h.add_argument("--scheme", choices=("apr1", "bcrypt"), default="apr1", help="hash scheme (default apr1)")
+    h.add_argument("--cost", type=int, default=8, help="bcrypt cost, 4-17: 2**COST rounds on every request (default 8)")
     e = sub.add_parser("export", help="write every scalar of an archive to .parquet or .csv")
     e.add_argument("archive", type=Path)
     e.add_argument("--out", type=Path, required=True, help="FILE.parquet or FILE.csv")
@@ -226,7 +228,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _htpasswd(args: argparse.Namespace) -> int:
     from sitegen.tools.htpasswd import htpasswd_line, read_password
 
-    print(htpasswd_line(args.user, read_password(from_stdin=args.password_stdin)))
+    password = read_password(from_stdin=args.password_stdin)
+    print(htpasswd_line(args.user, password, scheme=args.scheme, cost=args.cost))
     return EXIT_OK
 
 

@@ -364,3 +364,15 @@ def test_rapid_wrong_passwords_are_limited_per_address(built_site, tmp_path, tls
         assert server.get("/reports/", source=attacker)[0] == 200
     finally:
         server.stop()
+
+
+def test_nginx_accepts_bcrypt_lines(built_site, tmp_path, tls):
+    """``sitegen htpasswd --scheme bcrypt``: nginx (through the system's crypt()) lets the right
+    password in and keeps a wrong one out."""
+    server = start_kit(built_site, tmp_path, tls, relax_limit=True, htpasswd_args=("--scheme", "bcrypt", "--cost", "5"))
+    try:
+        assert (tmp_path / "htpasswd").read_text().startswith(f"{USER}:$2b$05$")
+        assert server.get("/reports/")[0] == 200
+        assert server.get("/reports/", auth=(USER, PASSWORD + "!"))[0] == 401
+    finally:
+        server.stop()
