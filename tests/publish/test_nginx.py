@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -332,19 +333,26 @@ def test_hsts_on_every_answer(nginx):
         assert status == expected and headers["Strict-Transport-Security"] == HSTS, (path, status)
 
 
+def _gixy() -> str:
+    """gixy-ng's command, installed with the test extras beside this Python."""
+    found = shutil.which("gixy", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    assert found, 'gixy is missing: pip install -e ".[test]" installs gixy-ng'
+    return found
+
+
 def test_the_kit_passes_gixy(tmp_path, tls):
     """gixy-ng (the nginx configuration analyser) finds nothing in the kit as it ships."""
     conf = render_kit(tmp_path / "www", tmp_path / "htpasswd", 443, http_port=80, tls=tls)
     (tmp_path / "sitegen.conf").write_text(conf)
     (tmp_path / "nginx.conf").write_text(f"events {{}}\nhttp {{\n    include {tmp_path}/sitegen.conf;\n}}\n")
-    r = subprocess.run([str(Path(sys.executable).with_name("gixy")), "-f", "json", str(tmp_path / "nginx.conf")],
+    r = subprocess.run([_gixy(), "-f", "json", str(tmp_path / "nginx.conf")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [], r.stdout
     bad = tmp_path / "bad.conf"  # (and gixy does find a known mistake: the check can fail)
     bad.write_text(f"events {{}}\nhttp {{ server {{ listen 8080; location / {{ add_header X-A a; }} "
                    f"location ~ /x {{ return 302 http://$http_host$request_uri; }} }} }}\n")
-    found = subprocess.run([str(Path(sys.executable).with_name("gixy")), "-f", "json", str(bad)], capture_output=True, text=True)
+    found = subprocess.run([_gixy(), "-f", "json", str(bad)], capture_output=True, text=True)
     assert json.loads(found.stdout), found.stdout
 
 
