@@ -33,7 +33,7 @@ from sitegen.publish import manifest
 from sitegen.publish.live import whole
 from sitegen.publish.staging import Staging, tidy
 from sitegen.resources import default_cache_dir
-from sitegen.tools.remote import Localized, localize
+from sitegen.tools.remote import Localized, local_cache_dir, localize
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,9 @@ def build(archive: Path | str, out: Path | str, options: BuildOptions | None = N
     ``out``, which becomes a symlink switched atomically to the new build."""
     options = options or BuildOptions()
     step = options.progress or (lambda stage, i, n: None)
-    local = localize(archive, options.cache, use_cache=options.use_cache)
-    cache = (local.cache or default_cache_dir()) if options.use_cache else None
-    with held(Path(out), cache, options.wait):
+    cache = (local_cache_dir(options.cache) or default_cache_dir()) if options.use_cache else None
+    with held(Path(out), cache, options.wait):  # (before a URL cache is pulled into that folder)
+        local = localize(archive, options.cache, use_cache=options.use_cache)
         return _build(local, Path(out), cache, options, step)
 
 
