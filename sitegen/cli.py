@@ -2,8 +2,9 @@
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
-2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error; the live
-site is unchanged), 130 interrupted.
+2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error, a full
+disk too; the live site is unchanged), 4 another build holds the site or its cache (the message
+names it; ``--wait``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from sitegen.config import Config, load_config
 from sitegen.errors import SitegenError, UsageError
 from sitegen.pipeline import stamp as stamps
 from sitegen.pipeline.executors import tune_process
+from sitegen.pipeline.locks import BuildBusy, held
 from sitegen.publish.staging import tidy
 from sitegen.resources import default_cache_dir
 
 log = logging.getLogger("sitegen")
 
-EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_BUSY = 0, 1, 2, 3, 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the new build to storage before it goes live, so it survives a power cut (waits for the disk)",
     )
+    b.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait up to SECONDS for another build of the same site or cache to end (default: do not wait for one of the "
+        "same site, exit 4 at once; wait up to 15 minutes for one of another site that uses the same cache)",
+    )
     b.add_argument("--quiet", action="store_true", help="print errors only")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
@@ -64,12 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no request log")
     h = sub.add_parser(
         "htpasswd",
-        help="print an htpasswd line (apr1) for nginx auth_basic",
-        description="Print USER:HASH (apr1-md5) for an nginx auth_basic_user_file. Avoid bcrypt with cost >= 10: "
-        "nginx re-checks the password on every request (~90 ms each at cost 10); apr1 takes ~5 ms.",
+        help="print an htpasswd line (apr1, or bcrypt) for nginx auth_basic",
+        description="Print USER:HASH for an nginx auth_basic_user_file: apr1-md5 (default), or bcrypt, which makes a stolen "
+        "file much slower to attack but costs nginx its work factor on every request (see docs/publishing.md).",
     )
     h.add_argument("user")
     h.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    h.add_argument("--scheme", choices=("apr1", "bcrypt"), default="apr1", help="hash scheme (default apr1)")
+    h.add_argument("--cost", type=int, default=8, help="bcrypt cost, 4-17: 2**COST rounds on every request (default 8)")
     e = sub.add_parser("export", help="write every scalar of an archive to .parquet or .csv")
     e.add_argument("archive", type=Path)
     e.add_argument("--out", type=Path, required=True, help="FILE.parquet or FILE.csv")
@@ -107,6 +118,16 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"--keep must be at least 1, got {args.keep}")
     if isinstance(args.archive, Path) and not args.archive.is_dir():
         raise UsageError(f"{args.archive}: no such archive folder")
+    if args.wait is not None and not 0 <= args.wait < 1e9:
+        raise UsageError(f"--wait must be a number of seconds (0 or more), got {args.wait}")
+    local_cache = None if args.no_cache or isinstance(args.cache, str) else args.cache or default_cache_dir()
+    # held from before the fast path reads the live build until the stamp is written: another
+    # build's half-published state is never read, and never published over
+    with held(args.out, local_cache, args.wait):
+        return _build_held(args, config)
+
+
+def _build_held(args: argparse.Namespace, config: Config) -> int:
     sde = source_date_epoch()
     stamp = cache = None
     if isinstance(args.archive, Path) and not args.no_cache and not isinstance(args.cache, str):
@@ -130,6 +151,7 @@ def _build(args: argparse.Namespace) -> int:
         durable=args.fsync,
         executor=_executor(args, config),
         progress=progress,
+        wait=args.wait,
     )
     try:
         result = build(args.archive, args.out, options)
@@ -206,7 +228,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _htpasswd(args: argparse.Namespace) -> int:
     from sitegen.tools.htpasswd import htpasswd_line, read_password
 
-    print(htpasswd_line(args.user, read_password(from_stdin=args.password_stdin)))
+    password = read_password(from_stdin=args.password_stdin)
+    print(htpasswd_line(args.user, password, scheme=args.scheme, cost=args.cost))
     return EXIT_OK
 
 
@@ -244,12 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"build": _build, "export": _export, "verify": _verify, "serve": _serve, "htpasswd": _htpasswd}
         return commands[args.command](args)
+    except BuildBusy as exc:
+        print(f"sitegen: busy: {exc}", file=sys.stderr)
+        return EXIT_BUSY
     except SitegenError as exc:
         print(f"sitegen: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"sitegen: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        after = "; nothing was published, the live site is unchanged" if args.command == "build" else ""
+        print(f"sitegen: error: {where}{exc.strerror or exc}{after}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("sitegen: interrupted", file=sys.stderr)

@@ -1,5 +1,5 @@
 """The file operations every stage shares: the archive boundary (what may be read at all), a
-content digest and an atomic write.
+content digest, an atomic write, and telling a full or failing disk from other write errors.
 
 The boundary: a build reads only files whose real path (symlinks resolved) lies inside one of
 its *roots*, the archive and the folders ``[archive] follow_symlinks_into`` names. Every read of
@@ -9,6 +9,7 @@ an archive file goes through :func:`open_regular` (or :func:`check_inside`), nev
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -19,6 +20,22 @@ from sitegen.errors import Problem
 _CHUNK = 1 << 20
 #: where Linux shows the real path of an open descriptor (checked after the open: no race)
 _FD_LINKS = "/proc/self/fd"
+#: a full disk, an exhausted quota, a file over the size limit, a failing device: faults of the
+#: machine, which end a build (exit 3), unlike a cache folder that is read-only by choice
+DISK_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def disk_fault(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk is full or failing (see :data:`DISK_FAULTS`)."""
+    return exc.errno in DISK_FAULTS
+
+
+def named(exc: OSError, path: str | os.PathLike[str]) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none (a failed ``write`` names no
+    file; the one line the command line prints should)."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, os.fspath(path))
 
 
 class OutsideRoots(OSError):
@@ -101,6 +118,9 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | list[bytes]) -> Non
             for chunk in [data] if isinstance(data, bytes) else data:
                 f.write(chunk)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise named(exc, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -1,5 +1,5 @@
 """Where the cache keeps each output's stamp (see :mod:`sitegen.pipeline.stamp`): one small JSON
-file per output path. Standard library only."""
+file per output path; and the cache's lock file. Standard library only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ import json
 from pathlib import Path
 
 from sitegen.fileio import atomic_write
+
+
+def lock_file(cache: Path) -> Path:
+    """The lock a build holds on the cache folder from start to end."""
+    return Path(cache) / "lock"
 
 
 def _slot(cache: Path, out: Path) -> Path:

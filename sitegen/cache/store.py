@@ -4,7 +4,8 @@ Arrow IPC files laid end to end.
 Keyed by the file's absolute path, size, mtime and the decoder version. Log files only grow, so
 when a cached file has grown, only its new tail is decoded (from the last complete record) and
 appended to the entry. Only this module touches the cache folder; every write is atomic (temp
-file + rename), and an unreadable entry is simply decoded again. One file per entry, not a
+file + rename), and an unreadable entry is simply decoded again. A cache that cannot be written
+is skipped with a warning, except on a full or failing disk, which ends the build (exit 3). One file per entry, not a
 folder of them: creating files and folders was a third of what caching a small run cost.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 from sitegen.cache import entries
 from sitegen.cache.entries import narrowest
 from sitegen.errors import Problem
-from sitegen.fileio import OutsideRoots, atomic_write, check_inside, sha256_file
+from sitegen.fileio import OutsideRoots, atomic_write, check_inside, disk_fault, sha256_file
 from sitegen.model import (
     ReadOptions,
     RunData,
@@ -98,6 +99,7 @@ class Store:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, data)
             except OSError as exc:
+                _unless_disk_fault(exc)
                 log.warning("cannot cache %s in %s: %s", name, root, exc)
         return data
 
@@ -117,8 +119,8 @@ class Store:
         digest, n = sha256_file(path, limit)
         try:
             _put(slot, [f"{digest} {n}".encode("ascii")])
-        except OSError:
-            pass
+        except OSError as exc:
+            _unless_disk_fault(exc)
         return digest, n
 
     def put_summary(self, key: str, doc: dict, columns: dict[str, np.ndarray]) -> bytes | None:
@@ -152,6 +154,7 @@ class Store:
             _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(), rows.tobytes(), text])
             return text
         except OSError as exc:
+            _unless_disk_fault(exc)
             log.warning("cannot keep the run summary %s: %s", key, exc)
             return None
 
@@ -260,6 +263,7 @@ class Store:
             for name in there.difference(heads):
                 os.unlink(os.path.join(folder, name))
         except OSError as exc:
+            _unless_disk_fault(exc)
             log.warning("cannot keep the pieces of comparison page %s: %s", slug, exc)
 
     def _ready(self) -> None:
@@ -286,6 +290,7 @@ class Store:
             self._ready()
             _put(entry, chunks)
         except OSError as exc:
+            _unless_disk_fault(exc)
             log.warning("cannot write the cache entry %s: %s", entry, exc)
 
     def read_file(
@@ -347,6 +352,13 @@ class Store:
         run, state = decode(path, options)
         self._save(entry, key, state, run, path)
         return run
+
+
+def _unless_disk_fault(exc: OSError) -> None:
+    """Raise ``exc`` when the disk is full or failing: a build that went on would leave the
+    operator a cache that silently stopped working (a read-only cache folder is skipped)."""
+    if disk_fault(exc):
+        raise exc
 
 
 _made_dirs: set[Path] = set()

@@ -26,13 +26,14 @@ from sitegen.pipeline.jobs import (
     reuse_run,
     run_inputs,
 )
+from sitegen.pipeline.locks import held
 from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
 from sitegen.publish import manifest
 from sitegen.publish.live import whole
 from sitegen.publish.staging import Staging, tidy
 from sitegen.resources import default_cache_dir
-from sitegen.tools.remote import localize
+from sitegen.tools.remote import Localized, local_cache_dir, localize
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ class BuildOptions:
     rollback, the live one included. ``source_date_epoch``: the only time that may appear in the
     output. ``durable``: the build is on storage before it goes live. ``executor``: where runs are
     drawn (None: worker processes of this machine when the archive is large enough).
-    ``progress(stage, step, steps)`` is told when each stage starts."""
+    ``progress(stage, step, steps)`` is told when each stage starts. ``wait``: seconds to wait
+    for another build that holds the site or the cache (None: see :func:`~sitegen.pipeline.locks.held`)."""
 
     config: Config = field(default_factory=Config)
     verify: bool = True
@@ -60,6 +62,7 @@ class BuildOptions:
     durable: bool = False
     executor: Executor | None = None
     progress: Callable[[str, int, int], None] | None = None
+    wait: float | None = None
 
 
 @dataclass
@@ -75,12 +78,15 @@ def build(archive: Path | str, out: Path | str, options: BuildOptions | None = N
     ``out``, which becomes a symlink switched atomically to the new build."""
     options = options or BuildOptions()
     step = options.progress or (lambda stage, i, n: None)
-    local = localize(archive, options.cache, use_cache=options.use_cache)
-    cache = (local.cache or default_cache_dir()) if options.use_cache else None
+    cache = (local_cache_dir(options.cache) or default_cache_dir()) if options.use_cache else None
+    with held(Path(out), cache, options.wait):  # (before a URL cache is pulled into that folder)
+        local = localize(archive, options.cache, use_cache=options.use_cache)
+        return _build(local, Path(out), cache, options, step)
+
+
+def _build(local: Localized, out: Path, cache: Path | None, options: BuildOptions, step: Callable[[str, int, int], None]) -> BuildResult:
     step("scanning", 1, 4)
-    plan = make_plan(
-        local.archive, Path(out), cache, config=options.config, verify=options.verify, source_date_epoch=options.source_date_epoch
-    )
+    plan = make_plan(local.archive, out, cache, config=options.config, verify=options.verify, source_date_epoch=options.source_date_epoch)
     live = whole(plan.out, plan.site_key)
     if live is not None:  # the live build was made from exactly these inputs
         step("unchanged", 4, 4)

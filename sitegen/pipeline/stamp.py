@@ -6,7 +6,9 @@ archive (type, size, mtime, inode, as ``make`` and ``rsync`` trust them), the co
 the options, sitegen's code and templates, the Python and the packages that draw the pages. When
 the stamp the last build left for this output is the same and the live build is still whole,
 nothing is done. Anything else takes the normal build, whose run keys decide what is redrawn.
-Standard library only: the command line imports this before numpy and pyarrow.
+Standard library only: the command line imports this before numpy and pyarrow. The command line
+asks it while holding the site's and the cache's locks (:mod:`sitegen.pipeline.locks`), so it
+never reads a live build or stamp that another build is in the middle of replacing.
 """
 
 from __future__ import annotations

@@ -20,6 +20,12 @@ def builds_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.builds"
 
 
+def lock_file(out: Path) -> Path:
+    """The lock one build of ``out`` holds from start to end: beside the builds folder, hidden,
+    never served (and never removed: removing a lock file others wait on would split them)."""
+    return out.parent / f".{out.name}.lock"
+
+
 def list_builds(out: Path) -> list[Path]:
     """The finished builds behind ``out``, oldest first."""
     folder = builds_dir(Path(out))

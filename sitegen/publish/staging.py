@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sitegen.errors import SitegenError, UsageError
+from sitegen.fileio import named
 from sitegen.publish.live import MANIFEST, build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
@@ -84,14 +85,36 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
         return {}
 
 
+#: every published file and folder: readable by the web server's user whatever the build's umask
+#: (a umask of 077 would make them the builder's alone), writable by the builder only
+FILE_MODE, DIR_MODE = 0o644, 0o755
+
+
 def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
+        os.fchmod(fd, FILE_MODE)  # (open's mode is masked by the umask)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+    except OSError as exc:  # (a full disk: the one line printed names the file)
+        raise named(exc, path) from None
     finally:
         os.close(fd)
+
+
+def _make_dirs(folder: str) -> None:
+    """``mkdir -p`` with :data:`DIR_MODE` for every folder it makes, whatever the umask."""
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if parent and parent != folder:
+        _make_dirs(parent)
+    try:
+        os.mkdir(folder, DIR_MODE)
+    except FileExistsError:
+        return
+    os.chmod(folder, DIR_MODE)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -278,7 +301,7 @@ class Writer:
         target = self._root + checked_relpath(rel)
         folder = target[: target.rfind("/")]
         if folder not in self._dirs:
-            os.makedirs(folder, exist_ok=True)
+            _make_dirs(folder)
             self._dirs.add(folder)
         if self.present.pop(rel, None) is not None or self.replace:
             _unlink(target)
@@ -363,13 +386,18 @@ class Writer:
 
 
 def _linked_size(path: str, size: int) -> int | None:
-    """The size of the regular file ``path`` (not a symlink) when it is ``size`` (any size when the manifest
-    gave none: -1), else None."""
+    """The size of the regular file ``path`` (not a symlink) when it is ``size`` (any size when
+    the manifest gave none: -1), else None; made readable by all when a build under a strict
+    umask by an older sitegen left it the builder's alone."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    return st.st_size if stat.S_ISREG(st.st_mode) and size in (-1, st.st_size) else None
+    if not stat.S_ISREG(st.st_mode) or size not in (-1, st.st_size):
+        return None
+    if stat.S_IMODE(st.st_mode) != FILE_MODE:
+        os.chmod(path, FILE_MODE)
+    return st.st_size
 
 
 def _unlink(path: str) -> None:
@@ -396,17 +424,17 @@ class Staging(Writer):
         out = Path(out)
         if not out.name or out.name in (".", ".."):
             raise UsageError(f"{out}: not a usable output path")
-        out.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(str(out.parent.absolute()))
         _check_out(out)
         self.out, self.keep, self.durable = out, keep, durable
         self.folder = builds_dir(out)
-        self.folder.mkdir(exist_ok=True)
+        _make_dirs(str(self.folder))
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         previous = live_build(out)
         present = _recycle(out, keep, previous, root)
         self.recycled = present is not None
         if present is None:
-            root.mkdir()
+            _make_dirs(str(root))
         super().__init__(root, previous, _previous_hashes(previous), present=present)
 
     def __enter__(self) -> "Staging":
@@ -487,9 +515,14 @@ class Staging(Writer):
             seq = build_number(existing[-1]) + 1 if existing else 1
             final = self.folder / f"{seq:06d}-{h.hexdigest()[:12]}"
             os.rename(self.root, final)
-            if self.durable:  # (a directory's fsync waits for the disk like the sync does)
-                _fsync_dir(self.folder)
-            _switch(self.out, final, self.durable)
+            try:
+                if self.durable:  # (a directory's fsync waits for the disk like the sync does)
+                    _fsync_dir(self.folder)
+                _switch(self.out, final, self.durable)
+            except BaseException:  # (e.g. no room for the new symlink) never left as a build
+                if live_build(self.out) != final.resolve():
+                    shutil.rmtree(final, ignore_errors=True)
+                raise
             _prune(self.out, self.keep)
         log.info("published %s -> %s", self.out, final.name)
         return final

@@ -1,10 +1,11 @@
 """``sitegen htpasswd USER``: a password line nginx's ``auth_basic_user_file`` accepts.
 
-The hash is Apache's apr1 variant of the FreeBSD MD5-crypt scheme (``$apr1$salt$digest``),
+The default hash is Apache's apr1 variant of the FreeBSD MD5-crypt scheme (``$apr1$salt$digest``),
 written from its description: nginx supports it everywhere, on its own, without the system's
-crypt(). It is not a strong password hash -- pair it with TLS and per-user passwords. We do not
-offer bcrypt on purpose: nginx re-checks the password on *every* request, and bcrypt at cost 10
-costs ~90 ms per request (cost 12 ~280 ms), against ~5 ms for apr1.
+crypt(). It is fast, not strong: pair it with TLS, long random passwords and the kit's rate
+limit. ``--scheme bcrypt`` (the ``bcrypt`` package; nginx checks it with the system's crypt())
+makes a stolen password file far slower to attack, at a price nginx pays on *every* request:
+docs/publishing.md gives the cost measured per request and the cost we suggest.
 """
 
 from __future__ import annotations
@@ -78,11 +79,34 @@ def new_salt() -> str:
     return "".join(secrets.choice(ITOA64) for _ in range(8))
 
 
-def htpasswd_line(user: str, password: str, *, salt: str | None = None) -> str:
+#: bcrypt's work factor: 2**cost rounds; nginx pays it on every request (docs/publishing.md)
+BCRYPT_COST = 8
+BCRYPT_COSTS = range(4, 18)
+
+
+def bcrypt_hash(password: str, cost: int = BCRYPT_COST) -> str:
+    """``$2b$<cost>$...``; needs the ``bcrypt`` package (``pip install "sitegen[bcrypt]"``)."""
+    if cost not in BCRYPT_COSTS:
+        raise UsageError(f"bcrypt cost must be {BCRYPT_COSTS.start}-{BCRYPT_COSTS.stop - 1}, got {cost}")
+    pw = password.encode("utf-8")
+    if len(pw) > 72:  # bcrypt reads 72 bytes; the rest would be ignored silently
+        raise UsageError("bcrypt uses only the first 72 bytes of a password; use a shorter one or apr1")
+    try:
+        import bcrypt  # an optional dependency, needed only here
+    except ImportError:
+        raise UsageError('--scheme bcrypt needs the bcrypt package: pip install "sitegen[bcrypt]"') from None
+    return bcrypt.hashpw(pw, bcrypt.gensalt(rounds=cost)).decode("ascii")
+
+
+def htpasswd_line(user: str, password: str, *, salt: str | None = None, scheme: str = "apr1", cost: int = BCRYPT_COST) -> str:
     if not user or any(c in user for c in ":\r\n") or user != user.strip():
         raise UsageError(f"user name must be non-empty, without ':' or line breaks or surrounding spaces: {user!r}")
     if not password:
         raise UsageError("empty password")
+    if scheme == "bcrypt":
+        return f"{user}:{bcrypt_hash(password, cost)}"
+    if scheme != "apr1":
+        raise UsageError(f"unknown scheme {scheme!r}: expected apr1 or bcrypt")
     return f"{user}:{apr1(password, salt or new_salt())}"
 
 

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 INDEX = "sitegen-sync.json"  # beside the mirror tree, or at the root of a pulled cache
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _TRANSIENT = re.compile(r"\.(tmp|old)\d+$")  # Store's temporary names (a crashed build leaves them)
+#: the cache folder's lock file (``sitegen.cache.stamps.lock_file``): each machine's own, never
+#: synced (a pulled copy renamed over it would split the lock in two)
+CACHE_LOCK = "lock"
 
 
 def is_url(s: Any) -> bool:
@@ -272,7 +275,7 @@ def pull_cache(url: str, local_dir: Path, *, storage_options: dict | None = None
     local_dir = Path(local_dir)
     index_path = local_dir / INDEX
     fs, root = _fs(url, storage_options)
-    listing = _listing(fs, root)
+    listing = {rel: info for rel, info in _listing(fs, root).items() if rel != CACHE_LOCK}
     known = _read_index(index_path, url)
     report = SyncReport(listed=len(listing))
     fetch = []
@@ -298,7 +301,7 @@ def _local_files(local_dir: Path) -> dict[str, tuple[int, int]]:
     for dirpath, dirnames, filenames in os.walk(local_dir):
         dirnames[:] = [d for d in dirnames if not _TRANSIENT.search(d)]
         for name in filenames:
-            if _TRANSIENT.search(name) or (dirpath == str(local_dir) and name.startswith(INDEX)):
+            if _TRANSIENT.search(name) or (dirpath == str(local_dir) and (name.startswith(INDEX) or name == CACHE_LOCK)):
                 continue
             path = Path(dirpath) / name
             sig = _local_sig(path)
@@ -349,6 +352,14 @@ class Localized:
         if self.cache_url is None or self.cache is None:
             return None
         return push_cache(self.cache, self.cache_url, storage_options=self.storage_options)
+
+
+def local_cache_dir(cache: str | Path | None) -> Path | None:
+    """The folder :func:`localize` makes the build use for ``cache`` (for a URL, the pulled copy),
+    known before anything is pulled: the build locks it first."""
+    if cache is None or not is_url(cache):
+        return None if cache is None else Path(cache)
+    return file_url_path(str(cache)) or work_dir(str(cache), "cache")
 
 
 def localize(

@@ -4,8 +4,9 @@ killed (SIGKILL) just before the write SPEC names, for deterministic crash tests
 The writes counted are the calls of ``os`` functions that change files, made by
 :mod:`sitegen.publish.staging` (the only module that writes into a site's builds folder; run
 with ``--jobs 1`` so that every page is written in this process). SPEC ``N`` names the N-th
-such call, ``NAME:N`` the N-th call of ``os.NAME``; ``0`` kills nothing. A process that was not
-killed prints, last, the names of the calls it made as one JSON list."""
+such call, ``NAME:N`` the N-th call of ``os.NAME``; ``0`` kills nothing. ``stop/SPEC`` stops the
+process there (SIGSTOP) instead: it holds what it holds until SIGCONT (or SIGKILL). A process
+that was not killed prints, last, the names of the calls it made as one JSON list."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,9 @@ class CountingOs:
     (:attr:`calls`), and the process killed at the one ``spec`` names."""
 
     def __init__(self, spec: str) -> None:
+        self.signal = signal.SIGKILL
+        if spec.startswith("stop/"):
+            self.signal, spec = signal.SIGSTOP, spec[len("stop/") :]
         name, _, n = spec.rpartition(":")
         self.name, self.n = name or None, int(n)
         self.calls: list[str] = []
@@ -36,7 +40,7 @@ class CountingOs:
             if self.name in (None, name):
                 self._seen += 1
                 if self._seen == self.n:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    os.kill(os.getpid(), self.signal)
             return real(*args, **kwargs)
 
         return counted

@@ -30,3 +30,16 @@ def test_htpasswd_command():
     assert run_sitegen("htpasswd", "a:b", "--password-stdin", input="x\n").returncode == 2
     assert run_sitegen("htpasswd", "alice", "--password-stdin", input="").returncode == 2
     assert htpasswd_line("bob", "pw", salt="abc") == "bob:" + apr1("pw", "abc")
+
+
+def test_htpasswd_bcrypt():
+    import bcrypt
+
+    r = run_sitegen("htpasswd", "alice", "--password-stdin", "--scheme", "bcrypt", "--cost", "5", input="s3cret pass\n")
+    assert r.returncode == 0, r.stderr
+    user, hashed = r.stdout.strip().split(":", 1)
+    assert user == "alice" and re.fullmatch(r"\$2b\$05\$[./0-9A-Za-z]{53}", hashed)
+    assert bcrypt.checkpw(b"s3cret pass", hashed.encode()) and not bcrypt.checkpw(b"s3cret pas", hashed.encode())
+    for bad in (["--cost", "3"], ["--cost", "18"], ["--scheme", "md5"]):
+        assert run_sitegen("htpasswd", "alice", "--password-stdin", "--scheme", "bcrypt", *bad, input="x\n").returncode == 2
+    assert run_sitegen("htpasswd", "alice", "--password-stdin", "--scheme", "bcrypt", input="x" * 73 + "\n").returncode == 2
