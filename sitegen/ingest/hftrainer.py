@@ -1,0 +1,237 @@
+"""Hugging Face Trainer output folders (``trainer_state.json``), read without transformers.
+
+Layout: ``<output_dir>/checkpoint-<step>/trainer_state.json`` for each saved checkpoint, and
+``<output_dir>/trainer_state.json`` when the script called ``save_state()``. The output folder is
+one run; the state with the highest ``global_step`` is read (a damaged one gives way to the next
+best). ``training_args.bin`` is a pickle: never opened.
+
+What is taken: ``log_history`` rows with keys ``eval_*`` -> ``eval/*``, ``test_*`` -> ``test/*``,
+others -> ``train/*`` (``epoch`` too), as the Trainer's own TensorBoard callback names them; the
+row with ``train_runtime`` (the end-of-training summary) -> ``meta["summary.<key>"]``, not a chart.
+``best_metric``, ``best_model_checkpoint``, ``best_global_step``, ``trial_name`` -> ``meta``;
+``train_batch_size``, ``num_train_epochs``, ``max_steps``, ``logging_steps``, ``eval_steps``,
+``save_steps`` and ``trial_params`` -> hparams; the model's ``config.json`` (beside the state,
+else in the output folder) -> hparams under ``model.``. Bare ``NaN``/``Infinity`` are values.
+Log rows have no wall time (NaN). A state that is not valid JSON is salvaged row by row: every
+row that parses is kept and each damaged stretch is one problem with its byte offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from sitegen.errors import Problem
+from sitegen.ingest.files import read_regular
+from sitegen.ingest.values import Columns, flat_hparams, hparam_value, number, summary_text
+from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
+
+FORMAT = "hftrainer"
+STATE = "trainer_state.json"
+CONFIG = "config.json"
+CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+HPARAM_KEYS = ("train_batch_size", "num_train_epochs", "max_steps", "logging_steps", "eval_steps", "save_steps")
+META_KEYS = ("best_metric", "best_model_checkpoint", "best_global_step", "trial_name")
+TOP_KEYS = ("global_step", *HPARAM_KEYS, *META_KEYS, "trial_params")
+_NAN = float("nan")
+
+
+def claims(filename: str, patterns: Any = None) -> bool:
+    return filename == STATE
+
+
+def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
+    """An output folder: its own state and those of its ``checkpoint-*`` folders (not descended)."""
+    ckpts = [d for d in dirnames if CHECKPOINT.fullmatch(d)]
+    if STATE not in filenames and not ckpts:
+        return None
+    directory = Path(dirpath)
+    files = [directory / STATE] if STATE in filenames else []
+    taken: set[str] = set()
+    for d in sorted(ckpts, key=lambda d: int(CHECKPOINT.fullmatch(d).group(1))):  # type: ignore[union-attr]
+        if os.path.isfile(os.path.join(dirpath, d, STATE)):
+            files.append(directory / d / STATE)
+            taken.add(d)
+            if os.path.isfile(os.path.join(dirpath, d, CONFIG)):
+                files.append(directory / d / CONFIG)
+    if not any(f.name == STATE for f in files):
+        return None
+    if CONFIG in filenames:
+        files.append(directory / CONFIG)
+    rel = directory.relative_to(archive).as_posix()
+    name = "." if rel in ("", ".") else rel
+    return [RunSource(name, FORMAT, directory, tuple(files))], taken | {STATE, CONFIG}
+
+
+def _candidates(source: RunSource) -> list[tuple[int, Path]]:
+    """(checkpoint step, state file): the output folder's own state first (saved last, step
+    unknown: -1), then the checkpoints from the highest step down."""
+    out = []
+    for p in source.files:
+        if p.name == STATE:
+            m = CHECKPOINT.fullmatch(p.parent.name)
+            out.append((int(m.group(1)) if m and p.parent != source.directory else 2**63, p))
+    return sorted(out, key=lambda c: -c[0])
+
+
+def _byte_offset(text: str, char: int) -> int:
+    return len(text[:char].encode("utf-8", "surrogatepass"))
+
+
+def _salvage(text: str, path: str, problems: list[Problem]) -> dict[str, Any]:
+    """A state that is not valid JSON: the top-level fields that parse, and every log row that
+    parses (after a damaged row, reading goes on at the next ``{``)."""
+    dec = json.JSONDecoder()
+    out: dict[str, Any] = {}
+    for key in TOP_KEYS:
+        m = re.search(r'"%s"\s*:\s*' % re.escape(key), text)
+        if m:
+            try:
+                out[key] = dec.raw_decode(text, m.end())[0]
+            except ValueError:
+                pass
+    m = re.search(r'"log_history"\s*:\s*\[', text)
+    if not m:
+        problems.append(Problem(path, 0, "bad-record", "not valid JSON and no log_history found; nothing read"))
+        return out
+    rows: list[Any] = []
+    i, n = m.end(), len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            problems.append(Problem(path, _byte_offset(text, i), "truncated", "log_history ends early; rows before kept"))
+            break
+        if text[i] == "]":
+            break
+        try:
+            row, end = dec.raw_decode(text, i)
+        except ValueError as exc:
+            row, end = None, i
+            err = exc
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+            i = end
+            continue
+        nxt = text.find("{", i + 1)
+        partial = nxt < 0 and (row is None and getattr(err, "pos", 0) >= len(text.rstrip()))
+        kind, what = ("truncated", "log row cut short") if partial else ("bad-record", "damaged log row")
+        problems.append(
+            Problem(path, _byte_offset(text, i), kind, f"{what}; skipped" + ("" if nxt < 0 else ", reading goes on at the next row"))
+        )
+        if nxt < 0:
+            break
+        i = nxt
+    out["log_history"] = rows
+    return out
+
+
+def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, int, int]:
+    """(the state, file size, bytes read intact) or (None, 0, 0) when it cannot be read."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        return None, 0, 0
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(str(path), exc.start, "bad-encoding", "not UTF-8; undecodable bytes replaced"))
+        text = data.decode("utf-8", errors="replace")
+    try:
+        state = json.loads(text)
+        if isinstance(state, dict) and isinstance(state.get("log_history", []), list):
+            return state, len(data), len(data)
+    except (ValueError, RecursionError):
+        pass
+    before = len(problems)
+    state = _salvage(text, str(path), problems)
+    first = problems[before].offset if len(problems) > before else len(data)
+    return state, len(data), first if first is not None else 0
+
+
+def _config(source: RunSource, state_path: Path, problems: list[Problem]) -> tuple[dict[str, Any], Path | None]:
+    for p in (state_path.parent / CONFIG, source.directory / CONFIG):
+        if p in source.files:
+            try:
+                obj = json.loads(read_regular(p))
+            except (OSError, ValueError, RecursionError) as exc:
+                problems.append(Problem(str(p), None, "bad-record", f"model config not read: {exc}"))
+                continue
+            if isinstance(obj, dict):
+                return obj, p
+    return {}, None
+
+
+def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
+    """The run of one output folder, from its most advanced trainer state."""
+    run = RunData(name=source.name, format=FORMAT)
+    chosen: tuple[tuple[int, bool, int], dict[str, Any], Path, int, int] | None = None
+    for ckpt_step, path in _candidates(source):
+        if chosen is not None and chosen[0][1] and ckpt_step != 2**63 and ckpt_step <= chosen[0][2]:
+            break  # an intact state is at least this far: older checkpoints hold fewer rows
+        found: list[Problem] = []
+        state, size, intact = _load(path, found)
+        run.problems += found
+        if state is None:
+            continue
+        rank = (len(state.get("log_history") or []), not found, _step(state))
+        if chosen is None or rank > chosen[0]:
+            chosen = (rank, state, path, size, intact)
+    if chosen is None:
+        return run
+    _, state, path, size, intact = chosen
+    run.files.append(SourceFile(path, size, intact))
+    run.scalars, summary = _scalars(state.get("log_history") or [])
+    for key, value in summary.items():
+        run.meta[f"summary.{key}"] = summary_text(value)
+    for key in META_KEYS:
+        if state.get(key) is not None:
+            run.meta[key] = summary_text(state[key])
+    config, config_path = _config(source, path, run.problems)
+    if config_path is not None:
+        size = config_path.stat().st_size
+        run.files.append(SourceFile(config_path, size, size))
+        flat_hparams(config, "model", run.hparams)
+    for key in HPARAM_KEYS:
+        if state.get(key) is not None:
+            run.hparams[key] = hparam_value(state[key])
+    if isinstance(state.get("trial_params"), dict):
+        flat_hparams(state["trial_params"], "", run.hparams)
+    return run
+
+
+def _step(state: dict[str, Any]) -> int:
+    s = state.get("global_step")
+    return s if isinstance(s, int) and not isinstance(s, bool) else -1
+
+
+def _scalars(rows: list[Any]) -> tuple[Any, dict[str, Any]]:
+    cols = Columns()
+    summary: dict[str, Any] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        step = row.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or abs(step) >= 2**63:
+            continue
+        if "train_runtime" in row:
+            summary.update((k, v) for k, v in row.items() if k != "step")
+            continue
+        for key, raw in row.items():
+            if key == "step":
+                continue
+            value = number(raw)
+            if value is None:
+                continue
+            if key.startswith("eval_"):
+                tag = "eval/" + key[5:]
+            elif key.startswith("test_"):
+                tag = "test/" + key[5:]
+            else:
+                tag = "train/" + key
+            cols.add(tag, step, _NAN, value)
+    return cols.table(), summary
