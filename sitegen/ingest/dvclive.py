@@ -50,7 +50,7 @@ def _tsvs(root: str) -> list[str]:
 
 
 def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
-    named = os.path.basename(dirpath) == "dvclive"
+    named = os.path.basename(dirpath) == "dvclive" and "dvclive" not in dirnames  # not a repository named so
     roots = []
     if "plots" in dirnames and os.path.isdir(os.path.join(dirpath, "plots", "metrics")):
         roots.append(os.path.join(dirpath, "plots", "metrics"))
