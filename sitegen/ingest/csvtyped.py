@@ -109,7 +109,10 @@ def header_of(data: bytes) -> list[str]:
     """The cells of a file's first line (BOM and CR stripped)."""
     head = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
     line = head.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
-    return [c.strip() for c in next(csv.reader([line]), [])]
+    try:
+        return [c.strip() for c in next(csv.reader([line]), [])]
+    except csv.Error:  # a stray CR inside the line
+        return []
 
 
 def to_long(wide: Wide, step_col: int, rows: slice, skip: set[int]) -> Any:

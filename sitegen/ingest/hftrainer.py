@@ -94,39 +94,43 @@ def _salvage(text: str, path: str, problems: list[Problem]) -> dict[str, Any]:
             except ValueError:
                 pass
     m = re.search(r'"log_history"\s*:\s*\[', text)
-    if not m:
-        problems.append(Problem(path, 0, "bad-record", "not valid JSON and no log_history found; nothing read"))
-        return out
     rows: list[Any] = []
-    i, n = m.end(), len(text)
-    while True:
+    i, n = (m.end(), len(text)) if m else (1, len(text))
+    damaged_at: int | None = None if m else 0
+    while i < n:
         while i < n and text[i] in " \t\r\n,":
             i += 1
-        if i >= n:
-            problems.append(Problem(path, _byte_offset(text, i), "truncated", "log_history ends early; rows before kept"))
+        if i < n and text[i] == "]" and damaged_at is None:
             break
-        if text[i] == "]":
-            break
-        try:
-            row, end = dec.raw_decode(text, i)
-        except ValueError as exc:
-            row, end = None, i
-            err = exc
-        if isinstance(row, dict) and "step" in row:
+        row, end = None, i
+        if i < n and text[i] == "{":
+            try:
+                row, end = dec.raw_decode(text, i)
+            except ValueError:
+                pass
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and not any(isinstance(v, (dict, list)) for v in row.values()):
+            if damaged_at is not None:
+                _damaged(text, damaged_at, i, path, problems)
+                damaged_at = None
             rows.append(row)
             i = end
             continue
+        if damaged_at is None:
+            damaged_at = i
         nxt = text.find("{", i + 1)
-        partial = nxt < 0 and (row is None and getattr(err, "pos", 0) >= len(text.rstrip()))
-        kind, what = ("truncated", "log row cut short") if partial else ("bad-record", "damaged log row")
-        problems.append(
-            Problem(path, _byte_offset(text, i), kind, f"{what}; skipped" + ("" if nxt < 0 else ", reading goes on at the next row"))
-        )
-        if nxt < 0:
-            break
-        i = nxt
+        i = nxt if nxt >= 0 else n
+    if damaged_at is not None:
+        _damaged(text, damaged_at, n, path, problems)
     out["log_history"] = rows
     return out
+
+
+def _damaged(text: str, start: int, end: int, path: str, problems: list[Problem]) -> None:
+    offset = _byte_offset(text, start)
+    if end >= len(text):
+        problems.append(Problem(path, offset, "truncated", "log_history ends early (damaged or cut short); the rows before it kept"))
+    else:
+        problems.append(Problem(path, offset, "bad-record", f"damaged log rows up to byte {_byte_offset(text, end)}; skipped"))
 
 
 def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, int, int]:
