@@ -18,8 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from sitegen.ingest import READERS
 from sitegen.ingest.api import read_runs
 from sitegen.ingest.scan import scan
