@@ -115,7 +115,7 @@ def header_of(data: bytes) -> list[str]:
         return []
 
 
-def to_long(wide: Wide, step_col: int, rows: slice, skip: set[int]) -> Any:
+def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]) -> Any:
     """Wide columns to the scalars table: row order, then header order within a row."""
     metric_cols = [j for j in range(len(wide.header)) if j != step_col and j not in skip and wide.header[j]]
     steps_f = wide.values[step_col][rows]

@@ -24,8 +24,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from sitegen.errors import Problem
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.csvtyped import Wide, to_long
+from sitegen.ingest.files import read_regular, read_regular_array
 from sitegen.ingest.values import Columns, flat_hparams, hparam_value, number, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
 
@@ -134,12 +138,17 @@ def _damaged(text: str, start: int, end: int, path: str, problems: list[Problem]
 
 
 def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, int, int]:
-    """(the state, file size, bytes read intact) or (None, 0, 0) when it cannot be read."""
+    """(the state, file size, bytes read intact) or (None, 0, 0) when it cannot be read. The
+    log rows are a list of dicts, or a ``pa.Table`` when the fast path read them."""
     try:
-        data = read_regular(path)
+        buf = read_regular_array(path)
     except OSError as exc:
         problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
         return None, 0, 0
+    fast = _fast(buf)
+    if fast is not None:
+        return fast, len(buf), len(buf)
+    data = buf.tobytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -155,6 +164,78 @@ def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, i
     state = _salvage(text, str(path), problems)
     first = problems[before].offset if len(problems) > before else len(data)
     return state, len(data), first if first is not None else 0
+
+
+_OPEN = b'\n  "log_history": [\n    {'
+_CLOSE = b"\n    }\n  ]"
+_EDGE = 1 << 16  # where the fast path looks for the start and the end of log_history
+
+
+def _fast(buf: np.ndarray) -> dict[str, Any] | None:
+    """The state as ``TrainerState.save_to_json`` lays it out (indent 2, sorted keys), its log
+    rows parsed by ``pyarrow.json``: in place, the commas between rows and the line ends inside
+    rows become spaces, so that the rows are JSON lines. None (``buf`` as it was) when the
+    layout or a value is not what that writer makes."""
+    import pyarrow.json as pajson  # lazy: keeps a rebuild that changes nothing quick
+
+    start = buf[:_EDGE].tobytes().find(_OPEN)
+    tail = max(0, len(buf) - _EDGE)
+    end = buf[tail:].tobytes().rfind(_CLOSE)
+    if start < 0 or end < 0 or tail + end <= start:
+        return None
+    lo, hi = start + len(_OPEN) - 1, tail + end + len(_CLOSE) - 2  # the first row's "{", after the last "}"
+    try:
+        state = json.loads(buf[:lo].tobytes() + buf[hi:].tobytes())
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(state, dict) or state.get("log_history") != []:
+        return None
+    body = buf[lo:hi]
+    nl = np.flatnonzero(body == 10)
+    nl = nl[nl >= 2]
+    between = (body[nl - 1] == ord(",")) & (body[nl - 2] == ord("}"))
+    commas, inside = nl[between] - 1, nl[~between]
+    body[commas] = body[inside] = ord(" ")
+    try:
+        table = pajson.read_json(pa.BufferReader(pa.py_buffer(body)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        table = None
+    if table is None or "step" not in table.column_names or table.column("step").type != pa.int64() or table.column("step").null_count:
+        body[commas], body[inside] = ord(","), 10
+        return None
+    state["log_history"] = table
+    return state
+
+
+def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
+    """The fast path's rows: columns in name order (the writer's key order within each row)."""
+    names = sorted(table.column_names)
+    summary: dict[str, Any] = {}
+    keep = np.ones(table.num_rows, bool)
+    if "train_runtime" in names:
+        col = table.column("train_runtime")
+        is_summary = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
+        for i in np.flatnonzero(is_summary):
+            summary.update((k, v) for k, v in table.slice(int(i), 1).to_pylist()[0].items() if k != "step" and v is not None)
+        keep = ~is_summary
+    header, values, present = [], [], []
+    for name in names:
+        col = table.column(name).combine_chunks()
+        if name != "step" and not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            continue
+        header.append(name if name == "step" else _tag(name))
+        values.append(col.to_numpy(zero_copy_only=False).astype(np.float64))
+        present.append(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool) if col.null_count else np.ones(len(col), bool))
+    wide = Wide(header, values, present, table.num_rows, 0, lambda i: None)
+    return to_long(wide, header.index("step"), keep, set()), summary
+
+
+def _tag(key: str) -> str:
+    if key.startswith("eval_"):
+        return "eval/" + key[5:]
+    if key.startswith("test_"):
+        return "test/" + key[5:]
+    return "train/" + key
 
 
 def _config(source: RunSource, state_path: Path, problems: list[Problem]) -> tuple[dict[str, Any], Path | None]:
@@ -182,14 +263,16 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         run.problems += found
         if state is None:
             continue
-        rank = (len(state.get("log_history") or []), not found, _step(state))
+        history = state.get("log_history")
+        rank = (history.num_rows if isinstance(history, pa.Table) else len(history or []), not found, _step(state))
         if chosen is None or rank > chosen[0]:
             chosen = (rank, state, path, size, intact)
     if chosen is None:
         return run
     _, state, path, size, intact = chosen
     run.files.append(SourceFile(path, size, intact))
-    run.scalars, summary = _scalars(state.get("log_history") or [])
+    history = state.get("log_history")
+    run.scalars, summary = _table_scalars(history) if isinstance(history, pa.Table) else _scalars(history or [])
     for key, value in summary.items():
         run.meta[f"summary.{key}"] = summary_text(value)
     for key in META_KEYS:
@@ -231,11 +314,5 @@ def _scalars(rows: list[Any]) -> tuple[Any, dict[str, Any]]:
             value = number(raw)
             if value is None:
                 continue
-            if key.startswith("eval_"):
-                tag = "eval/" + key[5:]
-            elif key.startswith("test_"):
-                tag = "test/" + key[5:]
-            else:
-                tag = "train/" + key
-            cols.add(tag, step, _NAN, value)
+            cols.add(_tag(key), step, _NAN, value)
     return cols.table(), summary

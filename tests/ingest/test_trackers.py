@@ -252,3 +252,19 @@ def test_read_scalars_takes_every_tracker(tmp_path):
     runs = set(table.column("run").to_pylist())
     assert runs == {"hftrainer/out", "lightning/lightning_logs/version_0", "keras/training.log", "keras/training.log#2", "dvclive/dvclive"}
     assert table.num_rows == sum(r.scalars.num_rows for r in read_runs(tmp_path))
+
+
+def test_hf_fast_path_equals_the_reference(tmp_path):
+    """The pyarrow.json path gives what the row-by-row path gives, on every state the writer made."""
+    import numpy as np
+
+    from sitegen.ingest import hftrainer
+
+    for path in sorted((FIX / "hftrainer").rglob("trainer_state.json")):
+        data = path.read_bytes()
+        state = hftrainer._fast(np.frombuffer(bytearray(data), np.uint8))
+        assert state is not None, path
+        fast, fast_summary = hftrainer._table_scalars(state["log_history"])
+        ref, ref_summary = hftrainer._scalars(json.loads(data)["log_history"])
+        assert fast_summary == ref_summary
+        assert_rows(rows(type("R", (), {"scalars": fast})), rows(type("R", (), {"scalars": ref})))
