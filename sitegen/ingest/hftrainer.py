@@ -198,7 +198,7 @@ def _fast(buf: np.ndarray) -> dict[str, Any] | None:
     body[commas] = body[inside] = ord(" ")
     try:
         table = pajson.read_json(pa.BufferReader(pa.py_buffer(body)))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+    except (pa.ArrowException, ValueError):  # bad JSON, or bad UTF-8 in a key
         table = None
     if table is None or "step" not in table.column_names or table.column("step").type != pa.int64() or table.column("step").null_count:
         body[commas], body[inside] = ord(","), 10
