@@ -156,7 +156,7 @@ def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, i
         text = data.decode("utf-8", errors="replace")
     try:
         state = json.loads(text)
-        if isinstance(state, dict) and isinstance(state.get("log_history", []), list):
+        if isinstance(state, dict) and isinstance(state.get("log_history"), list):
             return state, len(data), len(data)
     except (ValueError, RecursionError):
         pass
@@ -198,9 +198,10 @@ def _fast(buf: np.ndarray) -> dict[str, Any] | None:
     body[commas] = body[inside] = ord(" ")
     try:
         table = pajson.read_json(pa.BufferReader(pa.py_buffer(body)))
+        names = table.column_names
     except (pa.ArrowException, ValueError):  # bad JSON, or bad UTF-8 in a key
-        table = None
-    if table is None or "step" not in table.column_names or table.column("step").type != pa.int64() or table.column("step").null_count:
+        table, names = None, []
+    if table is None or "step" not in names or table.column("step").type != pa.int64() or table.column("step").null_count:
         body[commas], body[inside] = ord(","), 10
         return None
     state["log_history"] = table
