@@ -1,7 +1,7 @@
 """Keras' CSVLogger files, read without keras.
 
 A run is (part of) a ``*.csv`` or ``*.log`` file whose header starts with ``epoch`` (and has
-no ``step``) and whose epochs are whole numbers >= 0: ``epoch`` is the step, ``NA`` a missing
+no ``step``) and whose epochs are mostly whole numbers >= 0: ``epoch`` is the step, ``NA`` a missing
 value. ``append=True`` puts several ``fit`` calls in one file under one header: where the epoch
 does not go up, a new run starts. The runs of ``<dir>/<file>`` are named ``<dir>/<file>``, ``<dir>/<file>#2``, ... in
 file order, so appending a run never renames the earlier ones.
@@ -64,8 +64,9 @@ def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Pat
             continue
         wide = read_wide(path, data, [], missing=("NA", ""), delimiter=",")
         epochs = wide.values[0][wide.present[0]] if wide.header and wide.header[0] == "epoch" else None
-        if epochs is None or not (np.isfinite(epochs) & (epochs >= 0) & (np.floor(epochs) == epochs)).all():
-            continue  # a fractional or negative epoch: not Keras' count of epochs (the generic reader's)
+        whole = np.isfinite(epochs) & (epochs >= 0) & (np.floor(epochs) == epochs) if epochs is not None else None
+        if whole is None or whole.sum() <= (~whole).sum():
+            continue  # fractional or negative epochs: not Keras' count of epochs (the generic reader's)
         n = max(1, len(_segments(wide)))
         base = f if dirpath == str(archive) or directory == archive else f"{_name(directory, archive)}/{f}"
         runs += [RunSource(base if k == 1 else f"{base}#{k}", FORMAT, directory, (path,)) for k in range(1, n + 1)]
