@@ -6,7 +6,8 @@ one run; the state with the highest ``global_step`` is read (a damaged one gives
 best). ``training_args.bin`` is a pickle: never opened.
 
 What is taken: ``log_history`` rows with keys ``eval_*`` -> ``eval/*``, ``test_*`` -> ``test/*``,
-others -> ``train/*`` (``epoch`` too), as the Trainer's own TensorBoard callback names them; the
+others -> ``train/*`` (``epoch`` too, from training rows only: an evaluation row repeats the
+step and epoch of the training row before it), as the Trainer's TensorBoard callback names them; the
 row with ``train_runtime`` (the end-of-training summary) -> ``meta["summary.<key>"]``, not a chart.
 ``best_metric``, ``best_model_checkpoint``, ``best_global_step``, ``trial_name`` -> ``meta``;
 ``train_batch_size``, ``num_train_epochs``, ``max_steps``, ``logging_steps``, ``eval_steps``,
@@ -219,6 +220,10 @@ def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         for i in np.flatnonzero(is_summary):
             summary.update((k, v) for k, v in table.slice(int(i), 1).to_pylist()[0].items() if k != "step" and v is not None)
         keep = ~is_summary
+    evaluation = np.zeros(table.num_rows, bool)
+    for name in names:
+        if name.startswith(("eval_", "test_")):
+            evaluation |= np.asarray(table.column(name).is_valid().to_numpy(zero_copy_only=False), bool)
     header, values, present = [], [], []
     for name in names:
         col = table.column(name).combine_chunks()
@@ -227,6 +232,8 @@ def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         header.append(name if name == "step" else _tag(name))
         values.append(col.to_numpy(zero_copy_only=False).astype(np.float64))
         present.append(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool) if col.null_count else np.ones(len(col), bool))
+        if name == "epoch":
+            present[-1] = present[-1] & ~evaluation
     wide = Wide(header, values, present, table.num_rows, 0, lambda i: None)
     return to_long(wide, header.index("step"), keep, set()), summary
 
@@ -309,8 +316,9 @@ def _scalars(rows: list[Any]) -> tuple[Any, dict[str, Any]]:
         if "train_runtime" in row:
             summary.update((k, v) for k, v in row.items() if k != "step")
             continue
+        evaluation = any(k.startswith(("eval_", "test_")) for k in row)
         for key, raw in row.items():
-            if key == "step":
+            if key == "step" or (evaluation and key == "epoch"):
                 continue
             value = number(raw)
             if value is None:
