@@ -19,7 +19,7 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest import tabular
 from sitegen.ingest.files import read_regular
-from sitegen.ingest.values import scalars_table
+from sitegen.ingest.values import grouped_table
 from sitegen.model import ReadOptions, RunData, SourceFile
 
 
@@ -116,24 +116,21 @@ def header_of(data: bytes) -> list[str]:
 
 
 def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]) -> Any:
-    """Wide columns to the scalars table: row order, then header order within a row."""
-    metric_cols = [j for j in range(len(wide.header)) if j != step_col and j not in skip and wide.header[j]]
+    """Wide columns to the scalars table, grouped by tag (:func:`grouped_table`); rows without
+    a whole-number step are left out."""
     steps_f = wide.values[step_col][rows]
-    has_step = wide.present[step_col][rows]
-    ok = has_step & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
-    if not metric_cols or not ok.any():
-        return scalars_table([], np.zeros(0, np.int64), [], [], [])
-    vals = np.stack([wide.values[j][rows] for j in metric_cols], axis=1)
-    mask = np.stack([wide.present[j][rows] for j in metric_cols], axis=1) & ok[:, None]
-    m = len(metric_cols)
-    flat = mask.ravel()
-    codes = np.tile(np.arange(m, dtype=np.int64), len(steps_f))[flat]
-    steps = np.repeat(np.where(ok, steps_f, 0).astype(np.int64), m)[flat]
-    names = [wide.header[j] for j in metric_cols]
-    used = sorted(set(codes.tolist())) if len(codes) else []
-    remap = np.zeros(m, np.int64)
-    remap[used] = np.arange(len(used))
-    return scalars_table([names[j] for j in used], remap[codes], steps, np.full(len(steps), np.nan), vals.ravel()[flat])
+    with np.errstate(invalid="ignore"):
+        ok = wide.present[step_col][rows] & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
+    steps = np.where(ok, steps_f, 0).astype(np.int64)
+    series = {}
+    for j, name in enumerate(wide.header):
+        if j == step_col or j in skip or not name:
+            continue
+        keep = wide.present[j][rows] & ok
+        n = int(keep.sum())
+        if n:
+            series[name] = (steps[keep], np.full(n, np.nan), wide.values[j][rows][keep])
+    return grouped_table(series)
 
 
 def read_file(path: Path, run: RunData, options: ReadOptions, missing: tuple[str, ...]) -> tuple[bytes, Wide] | None:

@@ -4,7 +4,7 @@ A run is a folder with ``plots/metrics/`` (dvclive 2-3), ``scalars/`` (1.x), or 
 ``dvclive`` holding ``*.tsv`` files (0.x), ``metrics.json`` or ``params.yaml``. Each TSV under
 those is one tag, named by its path without ``.tsv`` (``plots/metrics/train/loss.tsv`` ->
 ``train/loss``): ``step`` the step, ``timestamp`` (milliseconds) the wall time, the last column
-the value (``nan``/``inf`` kept). ``metrics.json`` (or the 1.x ``<folder>.json`` beside the
+the value (``nan``/``inf`` kept); the scalars are grouped by tag in name order. ``metrics.json`` (or the 1.x ``<folder>.json`` beside the
 folder) -> ``meta["summary.<name>"]`` with nested names joined by ``/``; ``params.yaml`` ->
 hparams. ``dvc.yaml``/``dvc.lock`` in the folder or its parent (inside the archive) -> the run's
 provenance: each stage's command, its dependencies and outputs with hash and size, and its
@@ -25,7 +25,7 @@ from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import read_wide
 from sitegen.ingest.files import read_regular
-from sitegen.ingest.values import flat_hparams, scalars_table, summary_text
+from sitegen.ingest.values import flat_hparams, grouped_table, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
 
 FORMAT = "dvclive"
@@ -83,7 +83,7 @@ def _tag(path: Path, directory: Path) -> str:
     return path.stem
 
 
-def _read_tsv(path: Path, tag: str, run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _read_tsv(path: Path, run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     try:
         data = read_regular(path)
     except OSError as exc:
@@ -188,20 +188,18 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     """One dvclive folder: every TSV in path order, then the summary, params and pipeline."""
     run = RunData(name=source.name, format=FORMAT)
     directory = Path(source.directory)
-    tags: list[str] = []
-    codes, steps, walls, values = [], [], [], []
-    tsvs = sorted((p for p in source.files if p.suffix == ".tsv"), key=lambda p: _tag(p, directory))
-    for path in tsvs:
-        got = _read_tsv(path, _tag(path, directory), run)
-        if got is None or not len(got[0]):
-            continue
-        codes.append(np.full(len(got[0]), len(tags), np.int64))
-        tags.append(_tag(path, directory))
-        steps.append(got[0])
-        walls.append(got[1])
-        values.append(got[2])
-    if tags:
-        run.scalars = scalars_table(tags, np.concatenate(codes), np.concatenate(steps), np.concatenate(walls), np.concatenate(values))
+    series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for path in sorted((p for p in source.files if p.suffix == ".tsv"), key=lambda p: _tag(p, directory)):
+        got = _read_tsv(path, run)
+        tag = _tag(path, directory)
+        if got is not None and len(got[0]):
+            old = series.get(tag)  # the same name under plots/metrics/ and an older scalars/
+            series[tag] = (
+                got
+                if old is None
+                else (np.concatenate([old[0], got[0]]), np.concatenate([old[1], got[1]]), np.concatenate([old[2], got[2]]))
+            )
+    run.scalars = grouped_table(series)
     summary: dict[str, str] = {}
     locked = {p.parent for p in source.files if p.name == "dvc.lock"}
     for path in source.files:

@@ -13,7 +13,8 @@ row with ``train_runtime`` (the end-of-training summary) -> ``meta["summary.<key
 ``train_batch_size``, ``num_train_epochs``, ``max_steps``, ``logging_steps``, ``eval_steps``,
 ``save_steps`` and ``trial_params`` -> hparams; the model's ``config.json`` (beside the state,
 else in the output folder) -> hparams under ``model.``. Bare ``NaN``/``Infinity`` are values.
-Log rows have no wall time (NaN). A state that is not valid JSON is salvaged row by row: every
+Log rows have no wall time (NaN). The scalars are grouped by tag (tags in name order), each tag's
+points in file order. A state that is not valid JSON is salvaged row by row: every
 row that parses is kept and each damaged stretch is one problem with its byte offset.
 """
 
@@ -41,7 +42,6 @@ CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 HPARAM_KEYS = ("train_batch_size", "num_train_epochs", "max_steps", "logging_steps", "eval_steps", "save_steps")
 META_KEYS = ("best_metric", "best_model_checkpoint", "best_global_step", "trial_name")
 TOP_KEYS = ("global_step", *HPARAM_KEYS, *META_KEYS, "trial_params")
-_NAN = float("nan")
 
 
 def claims(filename: str, patterns: Any = None) -> bool:
@@ -323,5 +323,5 @@ def _scalars(rows: list[Any]) -> tuple[Any, dict[str, Any]]:
             value = number(raw)
             if value is None:
                 continue
-            cols.add(_tag(key), step, _NAN, value)
+            cols.add(_tag(key), step, value)
     return cols.table(), summary

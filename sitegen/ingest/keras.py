@@ -6,7 +6,8 @@ value. ``append=True`` puts several ``fit`` calls in one file under one header: 
 does not go up, a new run starts. The runs of ``<dir>/<file>`` are named ``<dir>/<file>``, ``<dir>/<file>#2``, ... in
 file order, so appending a run never renames the earlier ones.
 
-No wall time is logged (NaN).
+No wall time is logged (NaN). The scalars are grouped by tag (tags in name order), each tag's
+points in file order.
 """
 
 from __future__ import annotations

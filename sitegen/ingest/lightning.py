@@ -8,7 +8,8 @@ no value. ``step`` is the step; every other column is a tag as named (``epoch``,
 every row, once per step. ``hparams.yaml`` -> hparams (nested keys
 joined with ``.``), read by :mod:`sitegen.ingest.yamlish`: ``!!python/...`` tags are text.
 
-No wall time is logged (NaN).
+No wall time is logged (NaN). The scalars are grouped by tag (tags in name order), each tag's
+points in file order.
 """
 
 from __future__ import annotations
