@@ -72,8 +72,8 @@ def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Pat
 
 
 def _candidates(source: RunSource) -> list[tuple[int, Path]]:
-    """(checkpoint step, state file): the output folder's own state first (saved last, step
-    unknown: -1), then the checkpoints from the highest step down."""
+    """(checkpoint step, state file): the output folder's own state first (saved last; its step
+    unknown until read), then the checkpoints from the highest step down."""
     out = []
     for p in source.files:
         if p.name == STATE:
@@ -155,14 +155,20 @@ def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, i
     except UnicodeDecodeError as exc:
         problems.append(Problem(str(path), exc.start, "bad-encoding", "not UTF-8; undecodable bytes replaced"))
         text = data.decode("utf-8", errors="replace")
+    where, why = 0, "not a trainer state"
     try:
         state = json.loads(text)
         if isinstance(state, dict) and isinstance(state.get("log_history"), list):
             return state, len(data), len(data)
+    except json.JSONDecodeError as exc:
+        where, why = exc.pos, exc.msg
     except (ValueError, RecursionError):
         pass
     before = len(problems)
     state = _salvage(text, str(path), problems)
+    if len(problems) == before:  # every row read: the damage is elsewhere
+        kind = "truncated" if where >= len(text.rstrip()) else "bad-record"
+        problems.append(Problem(str(path), _byte_offset(text, where), kind, f"not valid JSON ({why}); every log row read"))
     first = problems[before].offset if len(problems) > before else len(data)
     return state, len(data), first if first is not None else 0
 
