@@ -36,6 +36,8 @@ def same(a: float, b: float) -> bool:
 
 
 def assert_rows(got: list[tuple], want: list[tuple], wall: bool = False) -> None:
+    """``want`` in logging order; the readers group the scalars by tag (in name order)."""
+    want = sorted(want, key=lambda r: r[0])
     assert len(got) == len(want), (got, want)
     for g, w in zip(got, want):
         assert g[0] == w[0] and g[1] == w[1] and same(g[3], w[3]), (g, w)
@@ -217,13 +219,14 @@ def test_dvclive_metrics_params_summary_and_dvc_lock_provenance():
     _, run = found[0]
     exp = EXPECTED["dvclive"]
     got = rows(run)
-    want = [(tag, i, math.nan, v) for tag in ("train/loss", "val/acc") for i, v in enumerate(exp[tag])]
+    want = [(tag, i, math.nan, v) for tag in ("train/loss", "train/lr", "val/acc") for i, v in enumerate(exp[tag])]
     assert_rows([(t, s, math.nan, v) for t, s, _, v in got], want)
     tsv = (FIX / "dvclive" / "dvclive" / "plots" / "metrics" / "train" / "loss.tsv").read_text().splitlines()
     assert [g[2] for g in got[: len(tsv) - 1]] == [int(line.split("\t")[0]) / 1000 for line in tsv[1:]]
     assert run.hparams == exp["params"]
     assert {k: v for k, v in run.meta.items() if k.startswith("summary.")} == {
         "summary.train/loss": repr(exp["train/loss"][-1]),
+        "summary.train/lr": repr(exp["train/lr"][-1]),
         "summary.val/acc": repr(exp["val/acc"][-1]),
         "summary.best/acc": repr(exp["summary"]["best/acc"]),
     }
