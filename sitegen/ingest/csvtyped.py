@@ -118,11 +118,18 @@ def header_of(data: bytes) -> list[str]:
 def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]) -> Any:
     """Wide columns to the scalars table, grouped by tag (:func:`grouped_table`); rows without
     a whole-number step are left out."""
+    return grouped_table(to_series(wide, step_col, rows, skip))
+
+
+def to_series(
+    wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``{tag: (steps, wall times, values)}`` of the wide columns (see :func:`to_long`)."""
     steps_f = wide.values[step_col][rows]
     with np.errstate(invalid="ignore"):
         ok = wide.present[step_col][rows] & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
     steps = np.where(ok, steps_f, 0).astype(np.int64)
-    series = {}
+    series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for j, name in enumerate(wide.header):
         if j == step_col or j in skip or not name:
             continue
@@ -130,7 +137,7 @@ def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int
         n = int(keep.sum())
         if n:
             series[name] = (steps[keep], np.full(n, np.nan), wide.values[j][rows][keep])
-    return grouped_table(series)
+    return series
 
 
 def read_file(path: Path, run: RunData, options: ReadOptions, missing: tuple[str, ...]) -> tuple[bytes, Wide] | None:

@@ -274,3 +274,19 @@ def test_hf_fast_path_equals_the_reference(tmp_path):
         ref, ref_summary = hftrainer._scalars(json.loads(data)["log_history"])
         assert fast_summary == ref_summary
         assert_rows(rows(type("R", (), {"scalars": fast})), rows(type("R", (), {"scalars": ref})))
+
+
+def test_lightning_second_header_is_the_header_of_the_rows_after_it(tmp_path):
+    """A metrics.csv appended to by a second session: its rows follow their own header."""
+    d = tmp_path / "version_0"
+    d.mkdir()
+    first = (FIX / "lightning" / "lightning_logs" / "version_0" / "metrics.csv").read_bytes()
+    (d / "metrics.csv").write_bytes(first + b"epoch,step,zeta\r\n5,100,0.5\r\n5,101,oops\r\n")
+    (d / "hparams.yaml").write_text("lr: 0.1\n")
+    (source,) = scan(tmp_path)
+    run = READERS["lightning"].read(source)
+    got = rows(run)
+    assert_rows([r for r in got if r[1] < 100], lightning_expected())
+    assert_rows([r for r in got if r[1] >= 100], [("epoch", 100, math.nan, 5.0), ("zeta", 100, math.nan, 0.5), ("epoch", 101, math.nan, 5.0)])
+    ((kind, offset),) = [(p.kind, p.offset) for p in run.problems]
+    assert kind == "bad-value" and offset == len(first) + len(b"epoch,step,zeta\r\n5,100,0.5\r\n")
