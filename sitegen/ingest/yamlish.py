@@ -31,7 +31,10 @@ _SPECIAL = {
     "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf,
     ".nan": math.nan, ".NaN": math.nan, ".NAN": math.nan,
 }  # fmt: skip
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/", " ": " ", "e": "\x1b", "N": "\x85", "_": "\xa0"}
+_ESCAPES = {
+    "n": "\n", "t": "\t", "\t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v", '"': '"', "\\": "\\",
+    "/": "/", " ": " ", "e": "\x1b", "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029",
+}  # fmt: skip
 
 
 class _Stop(Exception):
@@ -59,7 +62,7 @@ def _plain(text: str) -> Any:
 
 def _uncomment(text: str) -> str:
     cut = text.find(" #")
-    return (text[:cut] if cut >= 0 else text).rstrip()
+    return (text[:cut] if cut >= 0 else text).rstrip(" \t")
 
 
 def _quoted(text: str, number: int) -> tuple[str, str]:
@@ -102,16 +105,16 @@ def _split_key(text: str, number: int) -> tuple[str, str] | None:
             key, rest = _quoted(text, number)
         except _Stop:
             return None
-        rest = rest.lstrip(" ")
+        rest = rest.lstrip(" \t")
         if rest == ":" or rest.startswith((": ", ":\t")):
-            return key, rest[1:].strip()
+            return key, rest[1:].strip(" \t")
         return None
     if text[0] in "[{!&*|>%@`#" or text.startswith(("- ", "? ")) or text == "-":
         return None
-    m = re.search(r":(\s|$)", text)
+    m = re.search(r":([ \t]|$)", text)
     if not m or " #" in text[: m.start()]:
         return None
-    return text[: m.start()].rstrip(), text[m.end() :].strip()
+    return text[: m.start()].rstrip(" \t"), text[m.end() :].strip(" \t")
 
 
 class _Parser:
@@ -120,12 +123,12 @@ class _Parser:
         self.raw = [line.rstrip("\r") for line in text.split("\n")]
         for n, raw in enumerate(self.raw, 1):
             body = raw.lstrip(" ")
-            if not body.strip() or body.startswith("#") or body.rstrip() in ("---", "...") or body.startswith("%"):
+            if not body.strip(" \t") or body.startswith("#") or body.rstrip(" \t") in ("---", "...") or body.startswith("%"):
                 self.lines.append(_Line(n, -1, raw))  # blank: kept for block scalars
                 continue
             if body.startswith("\t"):
                 raise _Stop(n, "tab in indentation")
-            self.lines.append(_Line(n, len(raw) - len(body), body.rstrip()))
+            self.lines.append(_Line(n, len(raw) - len(body), body.rstrip(" \t")))
         self.i = 0
 
     def _skip(self) -> None:
@@ -181,7 +184,7 @@ class _Parser:
         tag = ""
         while rest.startswith(("!", "&")):
             word, _, rest = rest.partition(" ")
-            rest = rest.lstrip()
+            rest = rest.lstrip(" \t")
             if word.startswith("!"):
                 tag = word
         rest = rest if rest[:1] in "\"'" else _uncomment(rest)
@@ -200,12 +203,25 @@ class _Parser:
 
     def scalar(self, text: str, indent: int, number: int) -> Any:
         """A plain or quoted scalar starting at ``text``; more-indented lines continue it."""
-        parts = [text]
-        while (line := self._peek()) is not None and line.indent > indent:
-            parts.append(line.text)
-            self.i += 1
-        joined = " ".join(p.strip() for p in parts)
-        if joined[0] in "\"'":
+        quoted = text[0] in "\"'"
+        parts, end, j = [text], self.i, self.i
+        while j < len(self.lines):
+            line = self.lines[j]
+            raw = self.raw[line.number - 1].strip(" \t")
+            if line.indent < 0 and (not raw or not quoted):
+                if raw:
+                    break  # a comment ends a plain scalar
+                parts.append("")
+            elif line.indent >= 0 and line.indent <= indent:
+                break
+            else:
+                parts.append(raw)
+                end = j + 1
+            j += 1
+        parts = parts[: 1 + sum(1 for k in range(self.i, end))]
+        self.i = max(self.i, end)
+        joined = _fold(parts, text[0] == '"')
+        if quoted:
             value, after = _quoted(joined, number)
             if after.strip() and not after.strip().startswith("#"):
                 raise _Stop(number, "text after a quoted string")
@@ -224,11 +240,28 @@ class _Parser:
                 break
             lines.append(self.raw[line.number - 1])
             self.i += 1
-        while lines and not lines[-1].strip():
+        while lines and not lines[-1].strip(" \t"):
             lines.pop()
-        width = min((len(s) - len(s.lstrip(" ")) for s in lines if s.strip()), default=0)
+        width = min((len(s) - len(s.lstrip(" ")) for s in lines if s.strip(" \t")), default=0)
         body = [s[width:] for s in lines]
         return ("\n".join(body) if style == "|" else " ".join(s for s in body if s)) + "\n"
+
+
+def _fold(parts: list[str], double: bool) -> str:
+    """A scalar's lines as one text: a line break is a space, each empty line a newline, and in a
+    double-quoted scalar a break after an odd number of backslashes is nothing."""
+    out = parts[0]
+    breaks = 0
+    for part in parts[1:]:
+        if not part:
+            breaks += 1
+            continue
+        if double and (len(out) - len(out.rstrip("\\"))) % 2 == 1:
+            out = out[:-1] + ("\n" * breaks) + part.lstrip(" \t")
+        else:
+            out = out.rstrip(" \t") + ("\n" * breaks if breaks else " ") + part
+        breaks = 0
+    return out
 
 
 def _flow(text: str) -> Any:

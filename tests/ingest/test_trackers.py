@@ -290,3 +290,29 @@ def test_lightning_second_header_is_the_header_of_the_rows_after_it(tmp_path):
     assert_rows([r for r in got if r[1] >= 100], [("epoch", 100, math.nan, 5.0), ("zeta", 100, math.nan, 0.5), ("epoch", 101, math.nan, 5.0)])
     ((kind, offset),) = [(p.kind, p.offset) for p in run.problems]
     assert kind == "bad-value" and offset == len(first) + len(b"epoch,step,zeta\r\n5,100,0.5\r\n")
+
+
+def test_yaml_reader_equals_pyyaml_on_what_safe_dump_writes():
+    """What loggers write with ``yaml.dump``/``safe_dump`` (block style) reads back as PyYAML reads it."""
+    import yaml
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from sitegen.ingest import yamlish
+
+    keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=12)
+    scalars = st.one_of(
+        st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False, width=64),
+        st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+    )  # fmt: skip
+    docs = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)), max_leaves=20)
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(st.dictionaries(keys, docs, min_size=1, max_size=5), st.booleans())
+    def check(doc, unicode):
+        text = yaml.safe_dump(doc, default_flow_style=False, allow_unicode=unicode, sort_keys=True)
+        value, problem = yamlish.load(text)
+        assert problem is None, text
+        assert value == yaml.safe_load(text), text
+
+    check()
