@@ -34,6 +34,12 @@ Besides, one run of every other format sitegen reads, each written by its real w
   ``tabular/lightgbm/2024-07-02_12-00-00/metrics.jsonl`` (JSON lines whose keys vary by line,
   with a NaN).
 
+The projects ``hf/``, ``lightning/``, ``keras/`` and ``dvclive/`` (a Hugging Face Trainer output
+folder, a Lightning CSVLogger version, a Keras CSVLogger file holding two ``fit`` calls, a DVC
+repository with a dvclive run and its ``dvc.lock``) are not written here: their writers are too
+heavy to install for this script. ``tests/fixtures/trackers/make_fixtures.py`` wrote them with
+transformers 5.25.0, lightning 2.6.6, keras 3.15.1 and dvclive 3.49.1, and they are committed.
+
 Usage: ``python examples/make_archive.py [OUT_DIR]`` (default: ``examples/archive`` next to
 this script). Only the project folders this script writes are replaced in OUT_DIR.
 """

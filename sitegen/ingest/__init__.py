@@ -9,6 +9,12 @@ A reader module provides:
 * ``read(source: RunSource, options: ReadOptions) -> RunData``: decode one run. Damage is never
   raised: it is reported in ``RunData.problems`` and every intact record is kept.
 
+Formats whose runs are told by a folder's listing or a file's first line (a Hugging Face output
+folder and its ``checkpoint-*/``, a Lightning ``version_N/``, a Keras CSV file, a ``dvclive/``
+folder) provide ``gather(dirpath, filenames, dirnames, archive) -> (runs, names) | None``: the
+runs found in that folder and the file and folder names they take (never claimed by another
+reader, never descended into). Their ``claims`` only names files the scan checks are regular.
+
 Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also provide
 ``is_store(directory) -> bool`` and ``discover(directory, archive) -> list[RunSource]``.
 """
@@ -17,8 +23,17 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from sitegen.ingest import mlflow, tabular, tfevents, visualdl
+from sitegen.ingest import dvclive, hftrainer, keras, lightning, mlflow, tabular, tfevents, visualdl
 
 #: format name -> reader module, in the order the scan asks them (first claim wins); each
 #: module's ``FORMAT`` is its key here (a test holds that)
-READERS: dict[str, ModuleType] = {"tfevents": tfevents, "visualdl": visualdl, "mlflow": mlflow, "tabular": tabular}
+READERS: dict[str, ModuleType] = {
+    "tfevents": tfevents,
+    "visualdl": visualdl,
+    "mlflow": mlflow,
+    "hftrainer": hftrainer,
+    "lightning": lightning,
+    "keras": keras,
+    "dvclive": dvclive,
+    "tabular": tabular,
+}

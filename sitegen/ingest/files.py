@@ -55,3 +55,12 @@ def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
         return np.concatenate([buf, np.frombuffer(rest, np.uint8)]) if rest else buf
     finally:
         os.close(fd)
+
+
+def read_head(path: "str | os.PathLike[str]", n: int) -> bytes:
+    """The first ``n`` bytes of a regular file (a format told by its first line), or OSError."""
+    fd, _ = _open_regular(path)
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)

@@ -64,6 +64,7 @@ def scan(
         problems.append(Problem(str(exc.filename), None, "unreadable", f"cannot list: {exc.strerror}"))
 
     stores = [r for r in READERS.values() if hasattr(r, "is_store")]
+    gatherers = [r for r in READERS.values() if hasattr(r, "gather")]
     # plain strings until a run is found: the scan visits every folder of the archive, and
     # pathlib cost it more than the system calls
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
@@ -92,11 +93,24 @@ def scan(
             found.extend(_inside(store.discover(Path(dirpath), archive), roots, problems))
             dirnames[:] = []
             continue
-        if not regular:
-            continue
+        taken: set[str] = set()
+        own_name = False
+        for reader in gatherers:
+            got = reader.gather(dirpath, [f for f in filenames if f not in taken], dirnames, archive)
+            if got is not None:
+                runs, used = got
+                found.extend(runs)
+                taken |= used
+                own_name = own_name or any(r.directory == Path(dirpath) and r.name == _run_name(r.directory, archive) for r in runs)
+        if taken:
+            dirnames[:] = [d for d in dirnames if d not in taken]
+        if not regular or own_name:
+            continue  # a gathered run named after this folder: other logs here are its artifacts
         for reader in READERS.values():
+            if hasattr(reader, "gather"):
+                continue
             args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
-            files = sorted(f for f in filenames if f in regular and reader.claims(f, *args))
+            files = sorted(f for f in filenames if f in regular and f not in taken and reader.claims(f, *args))
             if files:
                 directory = Path(dirpath)
                 found.append(RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files)))

@@ -365,7 +365,10 @@ def _grid_arrow(spath: str, data: bytes, dec: _Text, delim: str) -> _Grid | None
         header_text = body[:nl].decode("utf-8").rstrip("\r")
     except UnicodeDecodeError:
         return None
-    header = [h.strip() for h in next(csv.reader([header_text], delimiter=delim), [])]
+    try:
+        header = [h.strip() for h in next(csv.reader([header_text], delimiter=delim), [])]
+    except csv.Error:
+        return None  # a stray CR inside the header line: the reference path reports it
     if not header or (len(header) == 1 and not header[0]):
         return None
     names = [f"c{i}" for i in range(len(header))]

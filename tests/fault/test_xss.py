@@ -53,7 +53,44 @@ def _archive(root: Path) -> Path:
         lw.add_hparams({P1: P4}, [P2])
         lw.add_image(P1, np.zeros((4, 4, 3), np.uint8), 1)
     # a non-image payload in an image summary must never become a file shown as an image
+    _trackers(arch)
     return arch
+
+
+def _trackers(arch: Path) -> None:
+    """Hostile names and values in a HF Trainer state, Lightning and Keras CSV files and a dvclive folder."""
+    import csv
+    import json
+
+    hf = arch / "hf" / P2
+    (hf / "checkpoint-2").mkdir(parents=True)
+    state = {
+        "global_step": 2,
+        "best_metric": 1.0,
+        "best_model_checkpoint": P3,
+        "trial_name": P4,
+        "trial_params": {P1: TPL},
+        "log_history": [{"step": 1, P1: 1.0, "eval_" + P2: 2.0}, {"step": 2, "train_runtime": 1.0, P4: P1, TPL: SEP}],
+    }
+    (hf / "checkpoint-2" / "trainer_state.json").write_text(json.dumps(state))
+    (hf / "config.json").write_text(json.dumps({P1: P2, "nested": {P4: TPL}}))
+    for folder, header in ((arch / "pl" / "version_0", ["step", P1, P2, P4, TPL]), (arch / "keras", ["epoch", P1, P2, P4, f"x{SEP}"])):
+        folder.mkdir(parents=True)
+        with open(folder / ("metrics.csv" if header[0] == "step" else "h.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows([[i] + [float(i)] * 4 for i in range(3)])
+    (arch / "pl" / "version_0" / "hparams.yaml").write_text(
+        f"{json.dumps(P1)}: {json.dumps(P4)}\nact: !!python/name:{P1} ''\n{json.dumps(TPL)}: {json.dumps(P3)}\n"
+    )
+    dv = arch / "dv" / "dvclive"
+    (dv / "plots" / "metrics").mkdir(parents=True)
+    (dv / "plots" / "metrics" / f"{P2}.tsv").write_text(f"step\t{P2}\n0\t1.0\n1\t2.0\n")
+    (dv / "metrics.json").write_text(json.dumps({P1: 1.0, P4: P2}))
+    (dv / "params.yaml").write_text(f"{json.dumps(P1)}: {json.dumps(P4)}\n")
+    (dv.parent / "dvc.lock").write_text(
+        f"schema: '2.0'\nstages:\n  {json.dumps(P2)}:\n    cmd: {json.dumps(P1)}\n    deps:\n    - path: {json.dumps(P4)}\n      md5: {json.dumps(TPL)}\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +116,7 @@ def test_every_file_stays_inside_the_output(hostile_site):
     assert len(files) > 10
     # every run got its own page: the nested a/b and a_b did not collide
     pages = [p for p in files if p.name == "index.html" and p.parent.parent.name == "runs"]
-    assert len(pages) == result.runs == len(NAMES) + 2
+    assert len(pages) == result.runs == len(NAMES) + 2 + 4  # + the tracker runs
 
 
 def _hostile_scripts(text: str) -> list[str]:

@@ -62,4 +62,5 @@ def test_readers_know_their_own_keys():
     from sitegen.ingest import READERS
 
     assert [(k, m.FORMAT) for k, m in READERS.items()] == [
-        ("tfevents", "tfevents"), ("visualdl", "visualdl"), ("mlflow", "mlflow"), ("tabular", "tabular")]
+        ("tfevents", "tfevents"), ("visualdl", "visualdl"), ("mlflow", "mlflow"), ("hftrainer", "hftrainer"),
+        ("lightning", "lightning"), ("keras", "keras"), ("dvclive", "dvclive"), ("tabular", "tabular")]

@@ -1,0 +1,137 @@
+"""Benchmark: the HF Trainer, Lightning, Keras and dvclive readers against pyarrow reading the
+same numbers (``pyarrow.json`` for the JSON state, ``pyarrow.csv`` for the CSV/TSV files).
+
+Run: ``python benchmarks/bench_trackers.py [--rows 200000] [--repeat 7]``. Timings are the best
+of ``--repeat`` in-process wall times, the readers taking turns (the machine is shared).
+
+The inputs are laid out byte for byte as the real writers lay them out (checked against the
+fixtures of ``tests/fixtures/trackers/``, written by the real packages): ``trainer_state.json``
+with ``json.dumps(indent=2, sort_keys=True)`` and a train row (4 values) every step plus an eval
+row every 10; a Lightning ``metrics.csv`` (CRLF, sorted header, sparse rows); a Keras
+``training.log`` (``epoch`` first, ``NA``); dvclive ``plots/metrics/*.tsv`` (timestamp, step,
+value), one file per metric. pyarrow reads the same numbers twice: the files themselves (the log
+rows as JSON lines, one object per row; each CSV/TSV file as it is, with type inference), and
+the run's scalars as one long CSV (``tag,step,value``). A ratio above 1: sitegen is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from sitegen.ingest import READERS  # noqa: E402
+from sitegen.ingest.scan import scan  # noqa: E402
+
+
+def _v(i: int, k: int) -> float:
+    return math.exp(-i / 50_000) * (1 + 0.05 * math.sin(i / (7 + k))) + 0.1 * k + 1e-3
+
+
+def make(root: Path, rows: int) -> dict[str, Path]:
+    done = root / f"DONE-{rows}"
+    paths = {
+        "hftrainer": root / "hf" / "out",
+        "lightning": root / "pl" / "lightning_logs" / "version_0",
+        "keras": root / "keras",
+        "dvclive": root / "dv" / "dvclive",
+    }
+    if done.exists():
+        return paths
+    shutil.rmtree(root, ignore_errors=True)
+    for p in paths.values():
+        p.mkdir(parents=True)
+    history, lines = [], []
+    for i in range(1, rows + 1):
+        row = {"epoch": round(i / 1000, 4), "grad_norm": _v(i, 1), "learning_rate": 5e-5 * (1 - i / rows), "loss": _v(i, 0), "step": i}
+        history.append(row)
+        lines.append(json.dumps(row))
+        if i % 10 == 0:
+            ev = {"epoch": row["epoch"], "eval_accuracy": _v(i, 3), "eval_loss": _v(i, 2), "step": i}
+            history.append(ev)
+            lines.append(json.dumps(ev))
+    state = {"best_metric": None, "global_step": rows, "log_history": history, "max_steps": rows}
+    (paths["hftrainer"] / "trainer_state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    (root / "hf-rows.jsonl").write_text("\n".join(lines) + "\n")
+    pl = ["epoch,step,train_loss_step,val_acc,val_loss\r\n"]
+    for i in range(rows):
+        pl.append(f"{i // 1000},{i},{_v(i, 0)!r},,\r\n")
+        if i % 10 == 9:
+            pl.append(f"{i // 1000},{i},,{_v(i, 3)!r},{_v(i, 2)!r}\r\n")
+    (paths["lightning"] / "metrics.csv").write_text("".join(pl), newline="")
+    (paths["lightning"] / "hparams.yaml").write_text("lr: 0.01\n")
+    ks = ["epoch,loss,mae,val_loss,val_mae\n"] + [f"{i},{_v(i, 0)!r},{_v(i, 1)!r},{_v(i, 2)!r},{_v(i, 3)!r}\n" for i in range(rows)]
+    (paths["keras"] / "training.log").write_text("".join(ks))
+    metrics = paths["dvclive"] / "plots" / "metrics"
+    for k, name in enumerate(("train/loss", "train/acc", "val/loss", "val/acc")):
+        f = metrics / f"{name}.tsv"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        base = name.rsplit("/", 1)[-1]
+        f.write_text(f"timestamp\tstep\t{base}\n" + "".join(f"{1750000000000 + i}\t{i}\t{_v(i, k)!r}\n" for i in range(rows // 4)))
+    done.write_text("ok")
+    return paths
+
+
+def best_of(fns: dict, repeat: int) -> dict:
+    """The best wall time of each function, the functions taking turns (the machine is shared:
+    its load changes within seconds)."""
+    times: dict = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    return {k: min(v) for k, v in times.items()}
+
+
+def long_csv(run) -> bytes:
+    """The run's scalars as a long CSV (tag, step, value): the same numbers, one per line."""
+    import pyarrow.csv as pacsv
+
+    buf = io.BytesIO()
+    pacsv.write_csv(run.scalars.select(["tag", "step", "value"]), buf)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args(argv)
+    import pyarrow.csv as pacsv
+    import pyarrow.json as pajson
+
+    root = HERE / ".cache" / "trackers"
+    paths = make(root, args.rows)
+    print(f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'pyarrow file s':>15} {'ratio':>6} {'pyarrow long s':>15} {'ratio':>6}")
+    for fmt, folder in paths.items():
+        (source,) = [s for s in scan(folder.parent if fmt != "keras" else folder) if s.format == fmt]
+        reader = READERS[fmt]
+        run = reader.read(source)
+        long = long_csv(run)
+        fns = {"ours": lambda: reader.read(source)}  # noqa: B023
+        if fmt == "hftrainer":
+            data = (root / "hf-rows.jsonl").read_bytes()
+            fns["file"] = lambda: pajson.read_json(io.BytesIO(data))  # noqa: B023
+        else:
+            blobs = [p.read_bytes() for p in source.files if p.suffix in (".csv", ".log", ".tsv")]
+            opts = pacsv.ParseOptions(delimiter="\t" if fmt == "dvclive" else ",")
+            conv = pacsv.ConvertOptions(null_values=["", "NA"])
+            fns["file"] = lambda: [pacsv.read_csv(io.BytesIO(b), parse_options=opts, convert_options=conv) for b in blobs]  # noqa: B023
+        fns["long"] = lambda: pacsv.read_csv(io.BytesIO(long))  # noqa: B023
+        t = best_of(fns, args.repeat)
+        n = run.scalars.num_rows
+        print(f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['file']:>15.3f} {t['file'] / t['ours']:>6.2f} {t['long']:>15.3f} {t['long'] / t['ours']:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
