@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from sitegen.errors import Problem
 from sitegen.ingest import tabular
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.ingest.values import grouped_table
 from sitegen.model import ReadOptions, RunData, SourceFile
 
@@ -142,9 +142,9 @@ def to_series(
 
 def read_file(path: Path, run: RunData, options: ReadOptions, missing: tuple[str, ...]) -> tuple[bytes, Wide] | None:
     try:
-        data = read_regular(path)
+        data = read_regular(path, options.roots)
     except OSError as exc:
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return None
     wide = read_wide(path, data, run.problems, missing=missing, delimiter=",")
     run.files.append(SourceFile(path, len(data), wide.decoded))

@@ -24,7 +24,7 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import read_wide
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.ingest.values import flat_hparams, grouped_table, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
 
@@ -49,19 +49,21 @@ def _tsvs(root: str) -> list[str]:
     return out[:MAX_TSV]
 
 
-def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
+def gather(
+    dirpath: str, filenames: list[str], dirnames: list[str], archive: Path, roots: tuple[str, ...]
+) -> tuple[list[RunSource], set[str]] | None:
     named = os.path.basename(dirpath) == "dvclive" and "dvclive" not in dirnames  # not a repository named so
-    roots = []
+    tsv_dirs = []
     if "plots" in dirnames and os.path.isdir(os.path.join(dirpath, "plots", "metrics")):
-        roots.append(os.path.join(dirpath, "plots", "metrics"))
+        tsv_dirs.append(os.path.join(dirpath, "plots", "metrics"))
     if "scalars" in dirnames and (named or os.path.isfile(dirpath + ".json")):
-        roots.append(os.path.join(dirpath, "scalars"))
+        tsv_dirs.append(os.path.join(dirpath, "scalars"))
     direct = sorted(f for f in filenames if f.endswith(".tsv")) if named else []
-    if not roots and not direct and not (named and (SUMMARY in filenames or PARAMS in filenames)):
+    if not tsv_dirs and not direct and not (named and (SUMMARY in filenames or PARAMS in filenames)):
         return None
     directory = Path(dirpath)
     files = [directory / f for f in direct]
-    for root in roots:
+    for root in tsv_dirs:
         files += [Path(p) for p in _tsvs(root)]
     files += [directory / f for f in (SUMMARY, PARAMS) if f in filenames]
     inside = directory != archive and Path(dirpath).resolve() != archive.resolve()
@@ -83,11 +85,11 @@ def _tag(path: Path, directory: Path) -> str:
     return path.stem
 
 
-def _read_tsv(path: Path, run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _read_tsv(path: Path, run: RunData, roots: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     try:
-        data = read_regular(path)
+        data = read_regular(path, roots)
     except OSError as exc:
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return None
     wide = read_wide(path, data, run.problems, delimiter="\t")
     run.files.append(SourceFile(path, len(data), wide.decoded))
@@ -124,11 +126,11 @@ def _summary(value: Any, prefix: str, out: dict[str, str]) -> None:
         out[prefix] = summary_text(value)
 
 
-def _read_json(path: Path, run: RunData) -> Any:
+def _read_json(path: Path, run: RunData, roots: tuple[str, ...]) -> Any:
     try:
-        data = read_regular(path)
+        data = read_regular(path, roots)
     except OSError as exc:
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return None
     try:
         value = json.loads(data.decode("utf-8"))
@@ -190,7 +192,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     directory = Path(source.directory)
     series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for path in sorted((p for p in source.files if p.suffix == ".tsv"), key=lambda p: _tag(p, directory)):
-        got = _read_tsv(path, run)
+        got = _read_tsv(path, run, options.roots)
         tag = _tag(path, directory)
         if got is not None and len(got[0]):
             old = series.get(tag)  # the same name under plots/metrics/ and an older scalars/
@@ -206,17 +208,17 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         if path.suffix == ".tsv":
             continue
         if path.name == SUMMARY or (path.suffix == ".json" and path.parent != directory):
-            value = _read_json(path, run)
+            value = _read_json(path, run, options.roots)
             if value is not None:
                 _summary(value, "", summary)
         elif path.name == PARAMS and path.parent == directory:
-            value = yamlish.read_file(path, run)
+            value = yamlish.read_file(path, run, options.roots)
             if isinstance(value, dict):
                 run.hparams = flat_hparams(value)
         elif path.name in PIPELINE:
             if path.name == "dvc.yaml" and path.parent in locked:
                 continue  # the lock records what ran, with hashes
-            _provenance(path, yamlish.read_file(path, run), run.meta)
+            _provenance(path, yamlish.read_file(path, run, options.roots), run.meta)
     for k, v in summary.items():
         run.meta[f"summary.{k}"] = v
     return run

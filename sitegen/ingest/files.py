@@ -57,9 +57,9 @@ def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
         os.close(fd)
 
 
-def read_head(path: "str | os.PathLike[str]", n: int) -> bytes:
+def read_head(path: "str | os.PathLike[str]", n: int, roots: tuple[str, ...]) -> bytes:
     """The first ``n`` bytes of a regular file (a format told by its first line), or OSError."""
-    fd, _ = _open_regular(path)
+    fd, _ = open_regular(path, roots)
     try:
         return os.read(fd, n)
     finally:

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from sitegen.errors import Problem
 from sitegen.ingest.csvtyped import Wide, to_long
-from sitegen.ingest.files import read_regular, read_regular_array
+from sitegen.ingest.files import problem, read_regular, read_regular_array
 from sitegen.ingest.values import Columns, flat_hparams, hparam_value, number, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
 
@@ -48,7 +48,9 @@ def claims(filename: str, patterns: Any = None) -> bool:
     return filename == STATE
 
 
-def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
+def gather(
+    dirpath: str, filenames: list[str], dirnames: list[str], archive: Path, roots: tuple[str, ...]
+) -> tuple[list[RunSource], set[str]] | None:
     """An output folder: its own state and those of its ``checkpoint-*`` folders (not descended)."""
     ckpts = [d for d in dirnames if CHECKPOINT.fullmatch(d)]
     if STATE not in filenames and not ckpts:
@@ -138,13 +140,13 @@ def _damaged(text: str, start: int, end: int, path: str, problems: list[Problem]
         problems.append(Problem(path, offset, "bad-record", f"damaged log rows up to byte {_byte_offset(text, end)}; skipped"))
 
 
-def _load(path: Path, problems: list[Problem]) -> tuple[dict[str, Any] | None, int, int]:
+def _load(path: Path, problems: list[Problem], roots: tuple[str, ...]) -> tuple[dict[str, Any] | None, int, int]:
     """(the state, file size, bytes read intact) or (None, 0, 0) when it cannot be read. The
     log rows are a list of dicts, or a ``pa.Table`` when the fast path read them."""
     try:
-        buf = read_regular_array(path)
+        buf = read_regular_array(path, roots)
     except OSError as exc:
-        problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        problems.append(problem(path, exc))
         return None, 0, 0
     fast = _fast(buf)
     if fast is not None:
@@ -252,11 +254,11 @@ def _tag(key: str) -> str:
     return "train/" + key
 
 
-def _config(source: RunSource, state_path: Path, problems: list[Problem]) -> tuple[dict[str, Any], Path | None]:
+def _config(source: RunSource, state_path: Path, problems: list[Problem], roots: tuple[str, ...]) -> tuple[dict[str, Any], Path | None]:
     for p in (state_path.parent / CONFIG, source.directory / CONFIG):
         if p in source.files:
             try:
-                obj = json.loads(read_regular(p))
+                obj = json.loads(read_regular(p, roots))
             except (OSError, ValueError, RecursionError) as exc:
                 problems.append(Problem(str(p), None, "bad-record", f"model config not read: {exc}"))
                 continue
@@ -273,7 +275,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         if chosen is not None and chosen[0][1] and ckpt_step != 2**63 and ckpt_step <= chosen[0][2]:
             break  # an intact state is at least this far: older checkpoints hold fewer rows
         found: list[Problem] = []
-        state, size, intact = _load(path, found)
+        state, size, intact = _load(path, found, options.roots)
         run.problems += found
         if state is None:
             continue
@@ -292,7 +294,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     for key in META_KEYS:
         if state.get(key) is not None:
             run.meta[key] = summary_text(state[key])
-    config, config_path = _config(source, path, run.problems)
+    config, config_path = _config(source, path, run.problems, options.roots)
     if config_path is not None:
         size = config_path.stat().st_size
         run.files.append(SourceFile(config_path, size, size))

@@ -49,7 +49,9 @@ def claims(filename: str, patterns: Any = None) -> bool:
     return False
 
 
-def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
+def gather(
+    dirpath: str, filenames: list[str], dirnames: list[str], archive: Path, roots: tuple[str, ...]
+) -> tuple[list[RunSource], set[str]] | None:
     runs: list[RunSource] = []
     taken: set[str] = set()
     directory = Path(dirpath)
@@ -58,9 +60,9 @@ def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Pat
             continue
         path = directory / f
         try:
-            if not _keras_header(header_of(read_head(path, 4096))):
+            if not _keras_header(header_of(read_head(path, 4096, roots))):
                 continue
-            data = read_regular(path)
+            data = read_regular(path, roots)
         except OSError:
             continue
         wide = read_wide(path, data, [], missing=("NA", ""), delimiter=",")

@@ -26,7 +26,7 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import Wide, read_wide, to_series
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.ingest.values import flat_hparams, grouped_table
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
 
@@ -45,7 +45,9 @@ def claims(filename: str, patterns: Any = None) -> bool:
     return filename == HPARAMS
 
 
-def gather(dirpath: str, filenames: list[str], dirnames: list[str], archive: Path) -> tuple[list[RunSource], set[str]] | None:
+def gather(
+    dirpath: str, filenames: list[str], dirnames: list[str], archive: Path, roots: tuple[str, ...]
+) -> tuple[list[RunSource], set[str]] | None:
     if METRICS not in filenames or (HPARAMS not in filenames and not VERSION.fullmatch(os.path.basename(dirpath))):
         return None
     directory = Path(dirpath)
@@ -57,11 +59,11 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     run = RunData(name=source.name, format=FORMAT)
     for path in source.files:
         if path.name == HPARAMS:
-            value = yamlish.read_file(path, run)
+            value = yamlish.read_file(path, run, options.roots)
             run.hparams = flat_hparams(value) if isinstance(value, dict) else {}
     metrics = next((p for p in source.files if p.name == METRICS), None)
     if metrics is not None:
-        _read_metrics(metrics, run)
+        _read_metrics(metrics, run, options.roots)
     return run
 
 
@@ -79,11 +81,11 @@ def _blocks(data: bytes) -> list[tuple[int, bytes]]:
     return [(a, data[a:b]) for a, b in zip(starts, starts[1:] + [len(data)])]
 
 
-def _read_metrics(path: Path, run: RunData) -> None:
+def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
     try:
-        data = read_regular(path)
+        data = read_regular(path, roots)
     except OSError as exc:
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return
     series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     decoded = 0

@@ -96,7 +96,7 @@ def scan(
         taken: set[str] = set()
         own_name = False
         for reader in gatherers:
-            got = reader.gather(dirpath, [f for f in filenames if f not in taken], dirnames, archive)
+            got = reader.gather(dirpath, [f for f in filenames if f not in taken], dirnames, archive, roots)
             if got is not None:
                 runs, used = got
                 found.extend(runs)

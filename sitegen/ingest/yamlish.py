@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sitegen.errors import Problem
-from sitegen.ingest.files import read_regular
+from sitegen.ingest.files import problem, read_regular
 from sitegen.model import RunData, SourceFile
 
 _INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
@@ -329,17 +329,17 @@ def line_offset(data: bytes, line: int) -> int:
     return at
 
 
-def read_file(path: Path, run: RunData) -> Any:
+def read_file(path: Path, run: RunData, roots: tuple[str, ...]) -> Any:
     """A YAML file of a run: its value (None when unreadable), the file and any damage noted on ``run``."""
     try:
-        data = read_regular(path)
+        data = read_regular(path, roots)
     except OSError as exc:
-        run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
+        run.problems.append(problem(path, exc))
         return None
-    value, problem = load(data.decode("utf-8", errors="replace"))
+    value, damage = load(data.decode("utf-8", errors="replace"))
     decoded = len(data)
-    if problem is not None:
-        line, message = problem
+    if damage is not None:
+        line, message = damage
         decoded = line_offset(data, line)
         run.problems.append(Problem(str(path), decoded, "bad-record", f"line {line}: {message}; the lines before it kept"))
     run.files.append(SourceFile(path, len(data), decoded))
