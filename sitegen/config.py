@@ -63,6 +63,7 @@ class ExecutorConfig:
 class Config:
     title: str = "Training runs"
     language: str = "en"
+    base_url: str = ""  # where the site is served (links in the feed, notifications); empty: relative links
     runs: RunsConfig = field(default_factory=RunsConfig)
     tags: TagsConfig = field(default_factory=TagsConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
@@ -107,6 +108,8 @@ def _convert(cls: type, data: dict[str, Any], where: str, errors: list[str]) -> 
 def _check(cfg: Config, errors: list[str]) -> None:
     if cfg.language not in LANGUAGES:
         errors.append(f"language: must be one of {', '.join(LANGUAGES)}, got {cfg.language!r}")
+    if cfg.base_url and not re.match(r"^https?://[^/\s]+/(\S*/)?$", cfg.base_url):
+        errors.append(f"base_url: must be an http(s) URL ending in /, got {cfg.base_url!r}")
     if cfg.charts.points_per_chart < 10:
         errors.append("charts.points_per_chart: must be at least 10")
     for key in ("include", "exclude"):

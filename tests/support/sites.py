@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from sitegen.config import Config
@@ -28,6 +29,22 @@ def site_files(site: Path) -> dict[str, bytes]:
         for name in files:
             p = Path(dirpath) / name
             out[p.relative_to(root).as_posix()] = p.read_bytes()
+    return out
+
+
+#: what a build says about its changes since the live build (a rebuild and a fresh build differ there)
+NEWS_FILES = {"changes.json", "changes.json.gz", "changes.md", "feed.xml", "index.html.gz", "index-data.js.gz"}
+
+
+def without_news(files: dict[str, bytes]) -> dict[str, bytes]:
+    """``files`` without what's new since the live build: the changes and the feed dropped, the
+    index's panel, badges and list of new runs cut out (the rest of the index stays compared)."""
+    out = {rel: data for rel, data in files.items() if rel not in NEWS_FILES}
+    if "index.html" in out:
+        html = re.sub(rb'<section class="whats-new".*?</section>\n', b"", out["index.html"], flags=re.S)
+        out["index.html"] = re.sub(rb' class="fresh" data-badge="[^"]*" title="[^"]*"', b"", html)
+    if "index-data.js" in out:
+        out["index-data.js"] = re.sub(rb',"fresh":\[[0-9,]*\]', b"", out["index-data.js"])
     return out
 
 
