@@ -1,9 +1,10 @@
-"""Command line: ``sitegen build | export | verify | serve | htpasswd``.
+"""Command line: ``sitegen build | check | export | verify | serve | htpasswd``.
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
 2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error; the live
-site is unchanged), 130 interrupted.
+site is unchanged), 4 a gate failed (``build --gate``, ``check``; the site is published),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sitegen.resources import default_cache_dir
 
 log = logging.getLogger("sitegen")
 
-EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_GATES = 0, 1, 2, 3, 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the new build to storage before it goes live, so it survives a power cut (waits for the disk)",
     )
+    b.add_argument("--gate", action="store_true", help="exit 4 when a [gates] rule fails on a run new since the last build")
     b.add_argument("--quiet", action="store_true", help="print errors only")
+    c = sub.add_parser("check", help="the [gates] of a site's new runs (from SITE/changes.json); exit 4 when one fails")
+    c.add_argument("site", type=Path)
+    c.add_argument("--config", type=Path, help="sitegen.toml whose [gates] to evaluate (default: the results the build recorded)")
+    c.add_argument("--quiet", action="store_true")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
     v.add_argument("--archive", type=Path, help="also re-check the source log files")
@@ -116,7 +122,7 @@ def _build(args: argparse.Namespace) -> int:
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
             tidy(args.out, args.keep)
-            return _built(args, same.runs, same.files, args.out, same.problems)
+            return _gated(args, config, None, _built(args, same.runs, same.files, args.out, same.problems))
     from sitegen.pipeline.build import BuildOptions, build
 
     progress = _Progress(enabled=not args.quiet)
@@ -137,7 +143,76 @@ def _build(args: argparse.Namespace) -> int:
         progress.done()
     if stamp is not None and cache is not None:
         stamps.write(args.out, cache, stamp)
-    return _built(args, result.runs, result.files, result.out, result.problems)
+    return _gated(args, config, result.changes, _built(args, result.runs, result.files, result.out, result.problems))
+
+
+def _gated(args: argparse.Namespace, config: Config, changes: dict | None, code: int) -> int:
+    """With ``--gate``: exit 4 when a gate failed on the runs this build brought (a kept live
+    build brought none); the step summary for GitHub Actions either way."""
+    if not args.gate:
+        return code
+    return _report_gates(changes, config, code, kept=changes is None)
+
+
+def _report_gates(changes: dict | None, config: Config, code: int, *, kept: bool = False) -> int:
+    from sitegen.pages import changes as news
+    from sitegen.pages.i18n import translator
+
+    t = translator(config.language)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if changes is None:
+        log.info("nothing changed since the last build: no new run to gate")
+        if summary:
+            _append(summary, f"# {t('changes.title')}\n\n{t('changes.none')}\n")
+        return code
+    bad = news.failures(changes)
+    for r in bad:
+        line = f" (sitegen.toml line {r['line']})" if r.get("line") else ""
+        log.error("gate failed: %s: %s%s: %s", r["run"], r["rule"], line, r["detail"])
+    if summary:
+        _append(summary, news.markdown(changes, t, base_url=config.base_url))
+    gates = changes.get("gates") or {}
+    if gates:
+        log.info("gates: %d results on %d new runs, %d failed", len(gates.get("results", [])), len(gates.get("evaluated", [])), len(bad))
+    return EXIT_GATES if bad else code
+
+
+def _append(path: str, text: str) -> None:
+    """Append to $GITHUB_STEP_SUMMARY (a file the runner shows as the job's summary)."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        log.warning("cannot write the step summary %s: %s", path, exc.strerror or exc)
+
+
+def _read_changes(site: Path) -> dict:
+    import json
+
+    path = Path(site) / "changes.json"
+    try:
+        doc = json.loads(path.read_bytes())
+        if not isinstance(doc, dict) or doc.get("schema") != "sitegen/changes" or not isinstance(doc.get("changes"), dict):
+            raise ValueError("not a sitegen changes document")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file (a site built before sitegen wrote changes.json?)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable: {exc}") from None
+    return doc
+
+
+def _check(args: argparse.Namespace) -> int:
+    doc = _read_changes(args.site)
+    config = load_config(args.config)
+    if args.config is not None:  # evaluate the config's gates now, on the runs the build brought
+        from sitegen.prepare import changes, gates
+
+        states = [s for s in map(changes.from_json, doc.get("runs", [])) if s is not None]
+        fresh = [c["name"] for k in ("added", "grown", "finished") for c in doc["changes"][k]]
+        doc = {**doc, "gates": gates.evaluate(config.gates, fresh, states)}
+    if not doc.get("gates"):
+        log.info("%s: no gate configured", args.site)
+    return _report_gates(doc, config, EXIT_OK)
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
@@ -242,7 +317,14 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s: %(message)s" if sys.stderr.isatty() else "sitegen: %(levelname)s: %(message)s",
     )
     try:
-        commands = {"build": _build, "export": _export, "verify": _verify, "serve": _serve, "htpasswd": _htpasswd}
+        commands = {
+            "build": _build,
+            "check": _check,
+            "export": _export,
+            "verify": _verify,
+            "serve": _serve,
+            "htpasswd": _htpasswd,
+        }
         return commands[args.command](args)
     except SitegenError as exc:
         print(f"sitegen: error: {exc}", file=sys.stderr)

@@ -30,7 +30,7 @@ from sitegen.pipeline.jobs import (
 )
 from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
-from sitegen.prepare import changes
+from sitegen.prepare import changes, gates
 from sitegen.publish import manifest
 from sitegen.publish.live import whole
 from sitegen.publish.staging import Staging, tidy
@@ -147,10 +147,11 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
 
 def compare_with_live(plan: Plan) -> dict:
     """``changes.json`` of this build: its runs against the live build's (from the live
-    ``changes.json``, else, for a live build made before it existed, from the runs' summaries)."""
+    ``changes.json``, else, for a live build made before it existed, from the runs' summaries),
+    and the gates evaluated on the runs it brought."""
     runs = [r.run for r in plan.done()]
     metrics = key_metrics(runs, plan.config)
-    tracked = metrics
+    tracked = sorted({*metrics, *(r.metric for r in plan.config.gates.parsed())})
     current = [changes.state_of(r, tracked) for r in runs]
     live = plan.live_changes or {}
     previous: list[changes.RunState] | None = None
@@ -161,7 +162,8 @@ def compare_with_live(plan: Plan) -> dict:
         previous = [changes.state_of(got[0].run, tracked) for got in found if got is not None]
     feed = live["feed"] if isinstance(live.get("feed"), list) else []
     news = changes.compare(previous, current, metrics)
-    return changes.document(news, build_time=plan.source_date_epoch, previous_feed=feed)
+    verdict = gates.evaluate(plan.config.gates, news.fresh(), current)
+    return changes.document(news, build_time=plan.source_date_epoch, previous_feed=feed, gates=verdict)
 
 
 def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
