@@ -1,10 +1,10 @@
-"""Command line: ``sitegen build | check | export | verify | serve | htpasswd``.
+"""Command line: ``sitegen build | check | notify | export | verify | serve | htpasswd``.
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
 2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error; the live
 site is unchanged), 4 a gate failed (``build --gate``, ``check``; the site is published),
-130 interrupted.
+5 the notification was not delivered (``notify``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sitegen.resources import default_cache_dir
 
 log = logging.getLogger("sitegen")
 
-EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_GATES = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_GATES, EXIT_NOTIFY = 0, 1, 2, 3, 4, 5
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +60,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("site", type=Path)
     c.add_argument("--config", type=Path, help="sitegen.toml whose [gates] to evaluate (default: the results the build recorded)")
     c.add_argument("--quiet", action="store_true")
+    n = sub.add_parser("notify", help="post a site's changes since the last build to a chat webhook")
+    n.add_argument("site", type=Path)
+    n.add_argument("--webhook", metavar="URL", help="the webhook (default: [notify] webhook, else $SITEGEN_WEBHOOK)")
+    n.add_argument("--kind", choices=("slack", "feishu", "dingtalk", "wecom", "generic"), help="payload shape (default: [notify] kind)")
+    n.add_argument("--config", type=Path, help="sitegen.toml ([notify], base_url, title, language)")
+    n.add_argument("--base-url", help="where the site is served, for the links (default: base_url of the config)")
+    n.add_argument("--always", action="store_true", help="post even when nothing changed")
+    n.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each attempt (default 10)")
+    n.add_argument("--quiet", action="store_true")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
     v.add_argument("--archive", type=Path, help="also re-check the source log files")
@@ -215,6 +224,37 @@ def _check(args: argparse.Namespace) -> int:
     return _report_gates(doc, config, EXIT_OK)
 
 
+def _notify(args: argparse.Namespace) -> int:
+    from sitegen.pages import changes as news
+    from sitegen.pages.i18n import translator
+    from sitegen.tools.notify import Message, NotifyError, redact, send
+
+    config = load_config(args.config)
+    doc = _read_changes(args.site)
+    url = args.webhook or config.notify.webhook or os.environ.get("SITEGEN_WEBHOOK", "")
+    if not url:
+        raise UsageError("no webhook: give --webhook URL, [notify] webhook or $SITEGEN_WEBHOOK")
+    if not args.always and news.empty(doc) and not news.failures(doc):
+        log.info("%s: nothing changed since the last build; nothing posted", args.site)
+        return EXIT_OK
+    base = args.base_url if args.base_url is not None else config.base_url
+    if not base:
+        log.warning("no base URL (--base-url or base_url in the config): the message has no links")
+    elif not base.endswith("/"):
+        base += "/"
+    title, items, link = news.notice(doc, translator(config.language), title=config.title, base_url=base)
+    counts = {"counts": doc["counts"], "gates": (doc.get("gates") or {}).get("counts")}
+    kind = args.kind or config.notify.kind
+    try:
+        attempts = send(url, Message(title, items, link, counts), kind=kind, secret=os.environ.get(config.notify.secret_env, ""),
+                        timeout=args.timeout)  # fmt: skip
+    except NotifyError as exc:
+        print(f"sitegen: error: {exc}", file=sys.stderr)
+        return EXIT_NOTIFY
+    log.info("posted the changes to %s (%s, %d attempt(s))", redact(url), kind, attempts)
+    return EXIT_OK
+
+
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
     log.info("built %d runs, %d files into %s; %d problems", runs, files, out, len(problems))
     if args.strict and problems:
@@ -320,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {
             "build": _build,
             "check": _check,
+            "notify": _notify,
             "export": _export,
             "verify": _verify,
             "serve": _serve,

@@ -76,6 +76,15 @@ class GatesConfig:
 
 
 @dataclass
+class NotifyConfig:
+    """``[notify]``: where ``sitegen notify`` posts (the command line's flags win)."""
+
+    webhook: str = ""  # better given through the environment: SITEGEN_WEBHOOK
+    kind: str = "generic"  # slack, feishu, dingtalk, wecom or generic
+    secret_env: str = "SITEGEN_WEBHOOK_SECRET"  # the environment variable holding the signing secret
+
+
+@dataclass
 class Config:
     title: str = "Training runs"
     language: str = "en"
@@ -88,6 +97,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
     def tag_selected(self, tag: str) -> bool:
         if self.tags.include and not any(re.search(p, tag) for p in self.tags.include):
@@ -216,9 +226,14 @@ def _check(cfg: Config, errors: list[str]) -> None:
     if cfg.executor.scheduler and cfg.executor.kind != "dask":
         errors.append('executor.scheduler: needs kind = "dask"')
     _check_gates(cfg, errors)
+    if cfg.notify.kind not in NOTIFY_KINDS:
+        errors.append(f"notify.kind: must be one of {', '.join(NOTIFY_KINDS)}, got {cfg.notify.kind!r}")
     for key in ("max_image_bytes", "max_text_chars", "max_images_per_tag"):
         if getattr(cfg.limits, key) <= 0:
             errors.append(f"limits.{key}: must be positive")
+
+
+NOTIFY_KINDS = ("slack", "feishu", "dingtalk", "wecom", "generic")
 
 
 def _check_gates(cfg: Config, errors: list[str]) -> None:
