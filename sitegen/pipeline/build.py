@@ -1,6 +1,7 @@
 """The build, as a list of stages over one :class:`~sitegen.pipeline.plan.Plan`:
 scan and plan -> reuse unchanged runs -> read and draw changed runs -> compare with the live
-build -> index and comparison pages -> what's new -> report and manifest -> switch the site live."""
+build -> index and comparison pages -> trend pages -> what's new -> report and manifest -> switch
+the site live."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sitegen.pages import changes as changes_page
 from sitegen.pages import compare
 from sitegen.pages.i18n import translator
 from sitegen.pages.index import index_files, key_metrics
+from sitegen.pages.trends import trend_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
     GroupJob,
@@ -30,7 +32,7 @@ from sitegen.pipeline.jobs import (
 )
 from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
-from sitegen.prepare import changes, gates
+from sitegen.prepare import changes, gates, trends
 from sitegen.publish import manifest
 from sitegen.publish.live import whole
 from sitegen.publish.staging import Staging, tidy
@@ -99,6 +101,7 @@ def build(archive: Path | str, out: Path | str, options: BuildOptions | None = N
         news = compare_with_live(plan)
         step("drawing the index and comparisons", 3, 4)
         page_keys = draw_pages(plan, stage, executor, news)
+        draw_trends(plan, stage, news)
         write_changes(plan, stage, news)
         step("publishing", 4, 4)
         problems = write_report_and_manifest(plan, stage, page_keys)
@@ -164,6 +167,19 @@ def compare_with_live(plan: Plan) -> dict:
     news = changes.compare(previous, current, metrics)
     verdict = gates.evaluate(plan.config.gates, news.fresh(), current)
     return changes.document(news, build_time=plan.source_date_epoch, previous_feed=feed, gates=verdict)
+
+
+def draw_trends(plan: Plan, stage: Staging, news: dict) -> None:
+    """A trend page per model and project: each key metric of its runs against their start
+    times, with change points and the baseline band (from the runs' states in ``news``)."""
+    by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
+    for g in compare.groups([r.run for r in plan.done()]):
+        if not g.key:
+            continue
+        members = [by_name[r.name] for r in g.runs if r.name in by_name]
+        found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
+        for rel, data in trend_files(g.key, len(members), found, plan.config, plan.assets).items():
+            stage.write(rel, data)
 
 
 def write_changes(plan: Plan, stage: Staging, news: dict) -> None:

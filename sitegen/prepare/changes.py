@@ -37,6 +37,7 @@ class RunState:
     records: int  # scalar records of its own lines
     status: str | None  # as the logs record it (MLflow); None: not recorded
     metrics: dict[str, float] = field(default_factory=dict)  # last value of each tracked tag (finite only)
+    best: dict[str, float] = field(default_factory=dict)  # best value of each tracked tag over the run (finite only)
 
 
 @dataclass
@@ -64,10 +65,16 @@ def state_of(run: SiteRun, metrics: list[str]) -> RunState:
     """A run's state: its extent, its recorded status and the last value of each tag of ``metrics``."""
     own = [ln for ln in run.lines if ln.label in ("", "hparams")]
     last: dict[str, float] = {}
+    best: dict[str, float] = {}
     for ln in own:
-        v = ln.series.stats.last_value
-        if ln.tag in metrics and ln.tag not in last and isinstance(v, float) and math.isfinite(v):
-            last[ln.tag] = v
+        st = ln.series.stats
+        if ln.tag not in metrics or ln.tag in last:
+            continue
+        if isinstance(st.last_value, float) and math.isfinite(st.last_value):
+            last[ln.tag] = st.last_value
+        b = st.min_value if lower_is_better(ln.tag) else st.max_value
+        if isinstance(b, float) and math.isfinite(b):
+            best[ln.tag] = b
     status = run.data.meta.get("status")
     return RunState(
         name=run.name,
@@ -79,6 +86,7 @@ def state_of(run: SiteRun, metrics: list[str]) -> RunState:
         records=sum(ln.series.stats.count for ln in own),
         status=status.upper() if isinstance(status, str) and status else None,
         metrics=dict(sorted(last.items())),
+        best=dict(sorted(best.items())),
     )
 
 
@@ -99,7 +107,8 @@ def from_json(d: Any) -> RunState | None:
             last_step=int(d["last_step"]) if isinstance(d.get("last_step"), int) else None,
             records=int(d["records"]),
             status=d["status"] if isinstance(d.get("status"), str) else None,
-            metrics={str(k): float(v) for k, v in m.items() if isinstance(v, (int, float)) and math.isfinite(v)},
+            metrics=_finite(m),
+            best=_finite(d.get("best", {})),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -191,6 +200,10 @@ def _entry(s: RunState) -> dict:
         "records": s.records,
         "status": s.status,
     }
+
+
+def _finite(m: Any) -> dict[str, float]:
+    return {str(k): float(v) for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
 def _num(v: Any) -> float | None:

@@ -345,7 +345,7 @@ def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_a
     assert sorted(counts.pages) == sorted(grown_groups) and len(counts.pages) == 6
     after = inodes(out)
     new = {rel for rel, ino in after.items() if before.get(rel) != ino}  # written by this build
-    drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"compare/{g}/" for g in grown_groups)
+    drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"{kind}/{g}/" for g in grown_groups for kind in ("compare", "trends"))
     index = {"index.html", "index.html.gz", "index-data.js", "index-data.js.gz"}
     report = {"manifest.json", "manifest.json.gz", "build-report.json", "changes.json", "changes.json.gz", "changes.md", "feed.xml"}
     assert "index.html" in new and new <= index | report | {rel for rel in after if rel.startswith(drawn)}, sorted(new)
