@@ -1,4 +1,4 @@
-"""Command line: ``sitegen build | check | notify | export | verify | serve | htpasswd``.
+"""Command line: ``sitegen build | check | notify | report | export | verify | serve | htpasswd``.
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
@@ -69,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     n.add_argument("--always", action="store_true", help="post even when nothing changed")
     n.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each attempt (default 10)")
     n.add_argument("--quiet", action="store_true")
+    r = sub.add_parser("report", help="one run's or model's summary (metrics, baselines, gates, links) as .md or .html")
+    r.add_argument("target", metavar="RUN_OR_GROUP", help="a run's name, or a model or project (e.g. vision/resnet50)")
+    r.add_argument("--site", type=Path, required=True, help="the built site (its changes.json)")
+    r.add_argument("--out", type=Path, required=True, help="FILE.md or FILE.html")
+    r.add_argument("--config", type=Path, help="sitegen.toml (base_url for the links, title, language)")
+    r.add_argument("--quiet", action="store_true")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
     v.add_argument("--archive", type=Path, help="also re-check the source log files")
@@ -298,6 +304,34 @@ class _Progress:
             self.shown = False
 
 
+def _report(args: argparse.Namespace) -> int:
+    from sitegen.fileio import atomic_write
+    from sitegen.pages.i18n import translator
+    from sitegen.pages.report import report_html, report_markdown
+    from sitegen.prepare import changes, report
+
+    config = load_config(args.config)
+    suffix = args.out.suffix.lower()
+    if suffix not in (".md", ".html"):
+        raise UsageError(f"{args.out}: the report must end in .md or .html")
+    doc = _read_changes(args.site)
+    states = [s for s in map(changes.from_json, doc.get("runs", [])) if s is not None]
+    metrics = [m for m in doc.get("metrics", []) if isinstance(m, str)]
+    run = next((s for s in states if s.name == args.target), None)
+    if run is not None:
+        rep = report.run_report(run, states, metrics, doc.get("gates"))
+    else:
+        rep = report.group_report(args.target.strip("/"), states, metrics, doc.get("gates"))
+        if not rep["runs"]:
+            raise UsageError(f"{args.target}: no such run, model or project in {args.site}")
+    md = report_markdown(rep, translator(config.language), title=config.title, base_url=config.base_url)
+    text = md if suffix == ".md" else report_html(md, title=f"{config.title}: {args.target}", language=config.language)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out, text.encode("utf-8"))
+    log.info("wrote the report of %s to %s", args.target, args.out)
+    return EXIT_OK
+
+
 def _verify(args: argparse.Namespace) -> int:
     from sitegen.publish.manifest import verify
 
@@ -361,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             "build": _build,
             "check": _check,
             "notify": _notify,
+            "report": _report,
             "export": _export,
             "verify": _verify,
             "serve": _serve,
