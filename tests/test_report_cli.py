@@ -17,7 +17,7 @@ def test_run_and_model_reports(tmp_path: Path):
     for i, seed in enumerate((2, 0, 4)):  # last train/loss 0.12, 0.10, 0.14 (steps 0-19)
         write_metrics(logs / "vision" / "resnet" / f"r{i}", 0, 20, seed=seed, start=1_700_000_000 + 3600 * i)
     gates = GatesConfig(rules=("*/*: train/loss <= best * 1.1",))
-    build(logs, out, BuildOptions(config=Config(title="Nightly", gates=gates), use_cache=False))
+    build(logs, out, BuildOptions(config=Config(title="Nightly", gates=gates), cache=tmp_path / "cache"))
     config = tmp_path / "sitegen.toml"
     config.write_text('title = "Nightly"\nbase_url = "https://reports.example.org/reports/"\n')
 

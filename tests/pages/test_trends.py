@@ -41,7 +41,7 @@ def test_a_models_trend_page_draws_over_file(page, tmp_path: Path, language: str
     logs, out = tmp_path / "logs", tmp_path / "site"
     for i in range(10):  # eval/acc steps up by 0.3 from the 6th run on
         write_metrics(logs / "vision" / "resnet" / f"r{i:02d}", 0, 5, seed=0 if i < 6 else 30, start=1_700_000_000 + 3600 * i)
-    build(logs, out, BuildOptions(config=Config(language=language), use_cache=False))
+    build(logs, out, BuildOptions(config=Config(language=language), cache=tmp_path / "cache"))
     site = out.resolve()
     pages = sorted(p.parent.name for p in site.glob("trends/*/index.html"))
     assert len(pages) == 2 and any(p.startswith("vision-resnet-") for p in pages)  # the model and the project
@@ -64,7 +64,7 @@ def test_a_thousand_runs_draw_in_a_second(page, tmp_path: Path):
     opening the page to its chart drawn, measured (the floor is 1 s)."""
     logs, out = tmp_path / "logs", tmp_path / "site"
     write_metrics(logs / "p" / "m" / "r0", 0, 3, seed=0)
-    build(logs, out, BuildOptions(config=Config(), use_cache=False))  # (the site's assets)
+    build(logs, out, BuildOptions(config=Config(), cache=tmp_path / "cache"))  # (the site's assets)
     site = out.resolve()
     rng = random.Random(3)
     states = [RunState(f"p/m/run-{i:04d}", f"run-{i:04d}", "p/m", 1.6e9 + 3600 * i, 1.6e9 + 3600 * i + 60, 10, 10, None,

@@ -17,7 +17,7 @@ def test_panel_badge_and_run_gates(page, tmp_path: Path, language: str, fail: st
     write_metrics(logs / "vision" / "resnet" / "r0", 0, 10, seed=0)
     write_metrics(logs / "vision" / "resnet" / "r1", 0, 10, seed=5)  # its loss is above r0's
     gates = GatesConfig(rules=("*/*: train/loss <= best",))
-    build(logs, out, BuildOptions(config=Config(language=language, gates=gates), use_cache=False))
+    build(logs, out, BuildOptions(config=Config(language=language, gates=gates), cache=tmp_path / "cache"))
     site = out.resolve()
     page.goto((site / "index.html").as_uri())
     page.wait_for_selector("#runs[data-ready]", state="attached", timeout=20000)

@@ -138,7 +138,7 @@ def test_hostile_names_stay_text_in_the_feed_and_markdown(tmp_path: Path):
     logs, out = tmp_path / "logs", tmp_path / "site"
     bad = 'p/m/<script>x</script> & "q" [a](javascript:1)'
     write_metrics(logs / bad, 0, 5, seed=0)
-    build(logs, out, BuildOptions(config=Config(base_url="https://reports.example.org/r/"), use_cache=False))
+    build(logs, out, BuildOptions(config=Config(base_url="https://reports.example.org/r/"), cache=tmp_path / "cache"))
     check_feed_text = (out / "feed.xml").read_text("utf-8")
     assert "<script>" not in check_feed_text and "&lt;script&gt;" in check_feed_text
     root = ET.parse(out / "feed.xml").getroot()

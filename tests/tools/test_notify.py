@@ -128,7 +128,7 @@ def test_the_command_posts_a_sites_changes_and_exits_5_when_it_cannot(tmp_path: 
 
     logs, out = tmp_path / "logs", tmp_path / "site"
     write_metrics(logs / "vision" / "resnet" / "r0", 0, 5, seed=0)
-    build(logs, out, BuildOptions(config=Config(title="Nightly"), use_cache=False))
+    build(logs, out, BuildOptions(config=Config(title="Nightly"), cache=tmp_path / "cache"))
     config = tmp_path / "sitegen.toml"
     config.write_text('title = "Nightly"\nbase_url = "https://reports.example.org/reports/"\n[notify]\nkind = "dingtalk"\n')
     with Recorder() as server:
