@@ -1,10 +1,11 @@
-"""Command line: ``sitegen build | export | verify | serve | htpasswd``.
+"""Command line: ``sitegen build | check | notify | report | export | verify | serve | htpasswd``.
 
 Errors become one line and an exit code, so a nightly CI job can tell what happened:
 0 built (or verified), 1 built with problems under ``--strict`` (or ``verify`` found a mismatch),
 2 bad usage or config (argparse errors too), 3 the build failed (I/O or internal error, a full
 disk too; the live site is unchanged), 4 another build holds the site or its cache (the message
-names it; ``--wait``), 130 interrupted.
+names it; ``--wait``), 5 a gate failed (``build --gate``, ``check``; the site is published),
+6 the notification was not delivered (``notify``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sitegen.resources import default_cache_dir
 
 log = logging.getLogger("sitegen")
 
-EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_BUSY = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_WARNINGS, EXIT_USAGE, EXIT_FAILED, EXIT_BUSY, EXIT_GATES, EXIT_NOTIFY = 0, 1, 2, 3, 4, 5, 6
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +63,27 @@ def _parser() -> argparse.ArgumentParser:
         help="wait up to SECONDS for another build of the same site or cache to end (default: do not wait for one of the "
         "same site, exit 4 at once; wait up to 15 minutes for one of another site that uses the same cache)",
     )
+    b.add_argument("--gate", action="store_true", help="exit 5 when a [gates] rule fails on a run new since the last build")
     b.add_argument("--quiet", action="store_true", help="print errors only")
+    c = sub.add_parser("check", help="the [gates] of a site's new runs (from SITE/changes.json); exit 5 when one fails")
+    c.add_argument("site", type=Path)
+    c.add_argument("--config", type=Path, help="sitegen.toml whose [gates] to evaluate (default: the results the build recorded)")
+    c.add_argument("--quiet", action="store_true")
+    n = sub.add_parser("notify", help="post a site's changes since the last build to a chat webhook")
+    n.add_argument("site", type=Path)
+    n.add_argument("--webhook", metavar="URL", help="the webhook (default: [notify] webhook, else $SITEGEN_WEBHOOK)")
+    n.add_argument("--kind", choices=("slack", "feishu", "dingtalk", "wecom", "generic"), help="payload shape (default: [notify] kind)")
+    n.add_argument("--config", type=Path, help="sitegen.toml ([notify], base_url, title, language)")
+    n.add_argument("--base-url", help="where the site is served, for the links (default: base_url of the config)")
+    n.add_argument("--always", action="store_true", help="post even when nothing changed")
+    n.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each attempt (default 10)")
+    n.add_argument("--quiet", action="store_true")
+    r = sub.add_parser("report", help="one run's or model's summary (metrics, baselines, gates, links) as .md or .html")
+    r.add_argument("target", metavar="RUN_OR_GROUP", help="a run's name, or a model or project (e.g. vision/resnet50)")
+    r.add_argument("--site", type=Path, required=True, help="the built site (its changes.json)")
+    r.add_argument("--out", type=Path, required=True, help="FILE.md or FILE.html")
+    r.add_argument("--config", type=Path, help="sitegen.toml (base_url for the links, title, language)")
+    r.add_argument("--quiet", action="store_true")
     v = sub.add_parser("verify", help="re-check a site (and its archive) against SITE/manifest.json")
     v.add_argument("site", type=Path)
     v.add_argument("--archive", type=Path, help="also re-check the source log files")
@@ -137,7 +158,7 @@ def _build_held(args: argparse.Namespace, config: Config) -> int:
         same = stamps.unchanged(args.out, cache, stamp)
         if same is not None:
             tidy(args.out, args.keep)
-            return _built(args, same.runs, same.files, args.out, same.problems)
+            return _gated(args, config, None, _built(args, same.runs, same.files, args.out, same.problems))
     from sitegen.pipeline.build import BuildOptions, build
 
     progress = _Progress(enabled=not args.quiet)
@@ -159,7 +180,107 @@ def _build_held(args: argparse.Namespace, config: Config) -> int:
         progress.done()
     if stamp is not None and cache is not None:
         stamps.write(args.out, cache, stamp)
-    return _built(args, result.runs, result.files, result.out, result.problems)
+    return _gated(args, config, result.changes, _built(args, result.runs, result.files, result.out, result.problems))
+
+
+def _gated(args: argparse.Namespace, config: Config, changes: dict | None, code: int) -> int:
+    """With ``--gate``: exit 5 when a gate failed on the runs this build brought (a kept live
+    build brought none); the step summary for GitHub Actions either way."""
+    if not args.gate:
+        return code
+    return _report_gates(changes, config, code, kept=changes is None)
+
+
+def _report_gates(changes: dict | None, config: Config, code: int, *, kept: bool = False) -> int:
+    from sitegen.pages import changes as news
+    from sitegen.pages.i18n import translator
+
+    t = translator(config.language)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if changes is None:
+        log.info("nothing changed since the last build: no new run to gate")
+        if summary:
+            _append(summary, f"# {t('changes.title')}\n\n{t('changes.none')}\n")
+        return code
+    bad = news.failures(changes)
+    for r in bad:
+        line = f" (sitegen.toml line {r['line']})" if r.get("line") else ""
+        log.error("gate failed: %s: %s%s: %s", r["run"], r["rule"], line, r["detail"])
+    if summary:
+        _append(summary, news.markdown(changes, t, base_url=config.base_url))
+    gates = changes.get("gates") or {}
+    if gates:
+        log.info("gates: %d results on %d new runs, %d failed", len(gates.get("results", [])), len(gates.get("evaluated", [])), len(bad))
+    return EXIT_GATES if bad else code
+
+
+def _append(path: str, text: str) -> None:
+    """Append to $GITHUB_STEP_SUMMARY (a file the runner shows as the job's summary)."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        log.warning("cannot write the step summary %s: %s", path, exc.strerror or exc)
+
+
+def _read_changes(site: Path) -> dict:
+    import json
+
+    path = Path(site) / "changes.json"
+    try:
+        doc = json.loads(path.read_bytes())
+        if not isinstance(doc, dict) or doc.get("schema") != "sitegen/changes" or not isinstance(doc.get("changes"), dict):
+            raise ValueError("not a sitegen changes document")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file (a site built before sitegen wrote changes.json?)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable: {exc}") from None
+    return doc
+
+
+def _check(args: argparse.Namespace) -> int:
+    doc = _read_changes(args.site)
+    config = load_config(args.config)
+    if args.config is not None:  # evaluate the config's gates now, on the runs the build brought
+        from sitegen.prepare import changes, gates
+
+        states = [s for s in map(changes.from_json, doc.get("runs", [])) if s is not None]
+        fresh = [c["name"] for k in ("added", "grown", "finished") for c in doc["changes"][k]]
+        doc = {**doc, "gates": gates.evaluate(config.gates, fresh, states)}
+    if not doc.get("gates"):
+        log.info("%s: no gate configured", args.site)
+    return _report_gates(doc, config, EXIT_OK)
+
+
+def _notify(args: argparse.Namespace) -> int:
+    from sitegen.pages import changes as news
+    from sitegen.pages.i18n import translator
+    from sitegen.tools.notify import Message, NotifyError, redact, send
+
+    config = load_config(args.config)
+    doc = _read_changes(args.site)
+    url = args.webhook or config.notify.webhook or os.environ.get("SITEGEN_WEBHOOK", "")
+    if not url:
+        raise UsageError("no webhook: give --webhook URL, [notify] webhook or $SITEGEN_WEBHOOK")
+    if not args.always and news.empty(doc) and not news.failures(doc):
+        log.info("%s: nothing changed since the last build; nothing posted", args.site)
+        return EXIT_OK
+    base = args.base_url if args.base_url is not None else config.base_url
+    if not base:
+        log.warning("no base URL (--base-url or base_url in the config): the message has no links")
+    elif not base.endswith("/"):
+        base += "/"
+    title, items, link = news.notice(doc, translator(config.language), title=config.title, base_url=base)
+    counts = {"counts": doc["counts"], "gates": (doc.get("gates") or {}).get("counts")}
+    kind = args.kind or config.notify.kind
+    try:
+        attempts = send(url, Message(title, items, link, counts), kind=kind, secret=os.environ.get(config.notify.secret_env, ""),
+                        timeout=args.timeout)  # fmt: skip
+    except NotifyError as exc:
+        print(f"sitegen: error: {exc}", file=sys.stderr)
+        return EXIT_NOTIFY
+    log.info("posted the changes to %s (%s, %d attempt(s))", redact(url), kind, attempts)
+    return EXIT_OK
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
@@ -203,6 +324,34 @@ class _Progress:
             sys.stdout.write("\r\033[K")
             sys.stdout.flush()
             self.shown = False
+
+
+def _report(args: argparse.Namespace) -> int:
+    from sitegen.fileio import atomic_write
+    from sitegen.pages.i18n import translator
+    from sitegen.pages.report import report_html, report_markdown
+    from sitegen.prepare import changes, report
+
+    config = load_config(args.config)
+    suffix = args.out.suffix.lower()
+    if suffix not in (".md", ".html"):
+        raise UsageError(f"{args.out}: the report must end in .md or .html")
+    doc = _read_changes(args.site)
+    states = [s for s in map(changes.from_json, doc.get("runs", [])) if s is not None]
+    metrics = [m for m in doc.get("metrics", []) if isinstance(m, str)]
+    run = next((s for s in states if s.name == args.target), None)
+    if run is not None:
+        rep = report.run_report(run, states, metrics, doc.get("gates"))
+    else:
+        rep = report.group_report(args.target.strip("/"), states, metrics, doc.get("gates"))
+        if not rep["runs"]:
+            raise UsageError(f"{args.target}: no such run, model or project in {args.site}")
+    md = report_markdown(rep, translator(config.language), title=config.title, base_url=config.base_url)
+    text = md if suffix == ".md" else report_html(md, title=f"{config.title}: {args.target}", language=config.language)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out, text.encode("utf-8"))
+    log.info("wrote the report of %s to %s", args.target, args.out)
+    return EXIT_OK
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -265,7 +414,16 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s: %(message)s" if sys.stderr.isatty() else "sitegen: %(levelname)s: %(message)s",
     )
     try:
-        commands = {"build": _build, "export": _export, "verify": _verify, "serve": _serve, "htpasswd": _htpasswd}
+        commands = {
+            "build": _build,
+            "check": _check,
+            "notify": _notify,
+            "report": _report,
+            "export": _export,
+            "verify": _verify,
+            "serve": _serve,
+            "htpasswd": _htpasswd,
+        }
         return commands[args.command](args)
     except BuildBusy as exc:
         print(f"sitegen: busy: {exc}", file=sys.stderr)

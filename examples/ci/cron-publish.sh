@@ -6,7 +6,13 @@
 #   15 2 * * *  ARCHIVE=/mnt/training-logs REMOTE=deploy@web.example.org /opt/sitegen/cron-publish.sh >>/var/log/sitegen-publish.log 2>&1
 #
 # Exit codes: 0 published; 1 published, but some log files were damaged (--strict);
-#             2 bad usage/config or archive not mounted; 3 I/O error; anything else: copy failed.
+#             2 bad usage/config or archive not mounted; 3 I/O error;
+#             4 published, but a [gates] rule failed on a new run (CONFIG with [gates]);
+#             anything else: copy failed.
+# With CONFIG (a sitegen.toml with [gates]) the build is gated; with SITEGEN_WEBHOOK set, the
+# changes since the last published build are posted to that chat webhook (NOTIFY_KIND: slack,
+# feishu, dingtalk, wecom or generic; a signing secret in SITEGEN_WEBHOOK_SECRET) when a new
+# build went live. A failed notification is logged, never fatal.
 # Nothing is ever copied into the live folder: a stale x.js.gz beside a new x.js would serve
 # two different bodies. The previous build stays live until the new one is complete.
 set -euo pipefail
@@ -20,6 +26,9 @@ REMOTE=${REMOTE:-}                              # user@host; empty: publish only
 REMOTE_ROOT=${REMOTE_ROOT:-/srv/www}            # nginx `root` on the web host
 SITEGEN=${SITEGEN:-sitegen}
 SSH=${SSH:-ssh}                                 # e.g. "ssh -i /etc/sitegen/deploy_key"
+CONFIG=${CONFIG:-}                              # sitegen.toml (title, base_url, [gates], [notify]); empty: defaults
+NOTIFY_KIND=${NOTIFY_KIND:-}                    # overrides [notify] kind
+SITEGEN_WEBHOOK=${SITEGEN_WEBHOOK:-}            # chat webhook; empty: no notification
 
 log() { printf '%s cron-publish: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 
@@ -31,13 +40,26 @@ if [ ! -d "$ARCHIVE" ] || [ -z "$(ls -A "$ARCHIVE" 2>/dev/null)" ]; then
     log "archive $ARCHIVE is missing or empty (not mounted?)"; exit 2
 fi
 
+config=()
+[ -n "$CONFIG" ] && config=(--config "$CONFIG")
+before=$(readlink "$WORK/$NAME" 2>/dev/null || true)
 status=0
-"$SITEGEN" build "$ARCHIVE" --out "$WORK/$NAME" --cache "$SITEGEN_CACHE" --keep "$KEEP" --strict --quiet || status=$?
-if [ "$status" -gt 1 ]; then log "build failed with exit code $status; the live site is unchanged"; exit "$status"; fi
+"$SITEGEN" build "$ARCHIVE" --out "$WORK/$NAME" --cache "$SITEGEN_CACHE" --keep "$KEEP" --strict --gate --quiet "${config[@]}" || status=$?
+if [ "$status" -eq 4 ]; then log "another build of this site is still running; nothing done this time"; exit 0; fi
+if [ "$status" -gt 1 ] && [ "$status" -ne 5 ]; then log "build failed with exit code $status; the live site is unchanged"; exit "$status"; fi
 [ "$status" -eq 1 ] && log "built, but some log files were damaged (see the site's problem list)"
+[ "$status" -eq 5 ] && log "built, but a gate failed (see changes.md and the site's What's new panel)"
 "$SITEGEN" verify "$WORK/$NAME" --quiet
 
-if [ -z "$REMOTE" ]; then log "published $WORK/$NAME -> $(readlink "$WORK/$NAME")"; exit "$status"; fi
+notify() {  # only when a new build went live: a kept site still holds the last build's changes
+    if [ -z "$SITEGEN_WEBHOOK" ] || [ "$(readlink "$WORK/$NAME")" = "$before" ]; then return 0; fi
+    kind=()
+    [ -n "$NOTIFY_KIND" ] && kind=(--kind "$NOTIFY_KIND")
+    SITEGEN_WEBHOOK="$SITEGEN_WEBHOOK" "$SITEGEN" notify "$WORK/$NAME" --quiet "${config[@]}" "${kind[@]}" \
+        || log "the notification was not delivered (the site is published)"
+}
+
+if [ -z "$REMOTE" ]; then log "published $WORK/$NAME -> $(readlink "$WORK/$NAME")"; notify; exit "$status"; fi
 
 id=$(basename "$(readlink "$WORK/$NAME")")     # e.g. 000042-3f2a9c1b0d4e
 builds="$REMOTE_ROOT/.$NAME.builds"
@@ -65,4 +87,5 @@ ls -1d [0-9]*-* 2>/dev/null | sort | head -n -"$keep" | while read -r old; do
 done
 REMOTE_SCRIPT
 log "published $REMOTE:$REMOTE_ROOT/$NAME -> .$NAME.builds/$id"
+notify
 exit "$status"

@@ -20,7 +20,7 @@ Memo = Callable[[str, Callable[[], bytes]], bytes]
 
 #: the browser code in ``templates/static``: ``core.js`` (``window.SITEGEN``, loaded by every
 #: page) and the script of each page kind, loaded after it
-PAGE_SCRIPTS = ("core.js", "index.js", "run.js", "compare.js")
+PAGE_SCRIPTS = ("core.js", "index.js", "run.js", "compare.js", "trends.js")
 
 
 def _hashed(path: str, data: bytes) -> str:

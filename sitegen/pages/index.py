@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.model import HParamValue, SiteRun, lower_is_better, text_value
+from sitegen.pages import changes as changes_page
 from sitegen.pages import compare
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import Plain
@@ -65,13 +66,15 @@ def index_files(
     config: Config,
     assets: Assets,
     problems: list[Problem],
+    changes: dict | None = None,
 ) -> dict[str, bytes]:
-    """The experiment browser (``index.html`` and ``index-data.js``)."""
+    """The experiment browser (``index.html`` and ``index-data.js``), with the "What's new"
+    panel of ``changes`` (``changes.json``) and a badge on the runs it added."""
     env, _ = page_context(config.language)
-    return _index(env, runs, hps, groups, config, assets, common_context(config), problems)
+    return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes)
 
 
-def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str, bytes]:
+def _index(env, runs, hps, groups, config, assets, common, problems, changes=None) -> dict[str, bytes]:
     """The experiment browser: a server-rendered first page and ``index-data.js`` for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
@@ -105,6 +108,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
             ]
         )
     group_links = {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}
+    added = {c["name"] for c in changes["changes"]["added"]} if changes else set()
     data = {
         "depth": depth,
         "metrics": metrics,
@@ -116,6 +120,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
         "groups": group_links,
         "pageRows": PAGE_ROWS,
         "runs": data_rows,
+        "fresh": [i for i, r in enumerate(runs) if r.name in added],
     }
     rows = [
         {
@@ -125,6 +130,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
             "metrics": lv,
             "hparams": hp,
             "best": [m for m, b in zip(metrics, best) if b == i],
+            "new": r.name in added,
         }
         for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts))
         if i < PAGE_ROWS
@@ -143,6 +149,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems) -> dict[str
         groups=[g for g in groups],
         group_links=group_links,
         page_rows=PAGE_ROWS,
+        news=changes_page.panel(changes),
     )
     return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
 
@@ -153,6 +160,7 @@ def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], g
     from markupsafe import Markup, escape
 
     best_title = escape(t("index.best_run"))
+    badge = f' class="fresh" data-badge="{escape(t("index.new"))}" title="{escape(t("index.new_title"))}"'  # (CSS draws it: no text in the cell)
     out = []
     for row in rows:
         r = row["run"]
@@ -162,7 +170,8 @@ def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], g
             cells.append(f'<td><a href="{escape(href)}">{escape(g)}</a></td>' if href else f"<td>{escape(g)}</td>")
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
         cells.append(
-            f'<td><a href="runs/{escape(r.slug)}/index.html">{escape(r.title if r.title != r.name else row["leaf"])}</a></td>\n'
+            f'<td{badge if row["new"] else ""}><a href="runs/{escape(r.slug)}/index.html">'
+            f"{escape(r.title if r.title != r.name else row['leaf'])}</a></td>\n"
             f"<td>{escape(fmt_time(r.start_time))}</td>\n<td>{escape(fmt_duration(dur))}</td>\n"
             f"<td>{escape(r.last_step if r.last_step is not None else '')}</td>\n"
         )

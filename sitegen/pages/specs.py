@@ -166,6 +166,29 @@ def _scatter(t) -> dict[str, Any]:
     )
 
 
+def _trend(t) -> dict[str, Any]:
+    """A trend: each run's last value (a dot linking to the run) and best value (a ring) at its
+    start time, change points (red rules) and the current baseline band."""
+    base = alt.Chart(DATA)
+    x = alt.X("x:T", title=t("chart.start"), scale=alt.Scale(type="utc"))
+    y = alt.Y("y:Q", title=None, scale=alt.Scale(zero=False))
+    tip = [
+        alt.Tooltip("s:N", title=t("chart.run")),
+        alt.Tooltip("x:T", title=t("chart.start"), format="%Y-%m-%d %H:%M", formatType="utc"),
+        alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g"),
+    ]
+    band = base.mark_rect(opacity=0.15, color="#1f77b4").transform_filter("datum.k == 'band'").encode(x=x, x2="x2:T", y=y, y2="y2:Q")
+    line = base.mark_line(color="#1f77b4", strokeWidth=1, opacity=0.6).transform_filter("datum.k == 'final'").encode(x=x, y=y)
+    best = base.mark_point(filled=False, color="#7f7f7f", size=36).transform_filter("datum.k == 'best'").encode(x=x, y=y, tooltip=tip)
+    final = (
+        base.mark_circle(color="#1f77b4", size=44, opacity=1)
+        .transform_filter("datum.k == 'final'")
+        .encode(x=x, y=y, href="u:N", tooltip=tip)
+    )
+    change = base.mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5).transform_filter("datum.k == 'change'").encode(x=x)
+    return alt.layer(band, line, best, final, change).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
 @functools.cache
 def templates(language: str = "en") -> dict[str, dict[str, Any]]:
     """Every chart kind's Vega-Lite template with titles in ``language`` (built once per process).
@@ -180,6 +203,7 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
         "overlay": _overlay(t),
         "parallel": _parallel(t),
         "scatter": _scatter(t),
+        "trend": _trend(t),
     }
     for spec in specs.values():
         spec.pop("$schema", None)

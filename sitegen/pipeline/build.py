@@ -1,6 +1,7 @@
 """The build, as a list of stages over one :class:`~sitegen.pipeline.plan.Plan`:
-scan and plan -> reuse unchanged runs -> read and draw changed runs -> index and comparison
-pages -> report and manifest -> switch the site live."""
+scan and plan -> reuse unchanged runs -> read and draw changed runs -> compare with the live
+build -> index and comparison pages -> trend pages -> what's new -> report and manifest -> switch
+the site live."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from typing import Callable
 
 from sitegen.config import Config
 from sitegen.errors import Problem
+from sitegen.pages import changes as changes_page
 from sitegen.pages import compare
-from sitegen.pages.index import index_files
+from sitegen.pages.i18n import translator
+from sitegen.pages.index import index_files, key_metrics
+from sitegen.pages.trends import trend_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
     GroupJob,
@@ -29,6 +33,7 @@ from sitegen.pipeline.jobs import (
 from sitegen.pipeline.locks import held
 from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
+from sitegen.prepare import changes, gates, trends
 from sitegen.publish import manifest
 from sitegen.publish.live import whole
 from sitegen.publish.staging import Staging, tidy
@@ -71,6 +76,7 @@ class BuildResult:
     runs: int
     files: int
     problems: list[Problem] = field(default_factory=list)
+    changes: dict | None = None  # changes.json of the new build; None: the live build was kept
 
 
 def build(archive: Path | str, out: Path | str, options: BuildOptions | None = None) -> BuildResult:
@@ -98,13 +104,16 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         reuse_runs(plan, stage)
         step(f"reading and drawing {len(plan.to_draw())} of {len(plan.jobs)} runs", 2, 4)
         draw_runs(plan, stage, executor)
+        news = compare_with_live(plan)
         step("drawing the index and comparisons", 3, 4)
-        page_keys = draw_pages(plan, stage, executor)
+        page_keys = draw_pages(plan, stage, executor, news)
+        draw_trends(plan, stage, news)
+        write_changes(plan, stage, news)
         step("publishing", 4, 4)
         problems = write_report_and_manifest(plan, stage, page_keys)
         stage.commit()
     local.push()
-    return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems)
+    return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news)
 
 
 def write_assets(plan: Plan, stage: Staging) -> None:
@@ -145,7 +154,51 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
         ahead.close()
 
 
-def draw_pages(plan: Plan, stage: Staging, executor: Executor) -> dict[str, str]:
+def compare_with_live(plan: Plan) -> dict:
+    """``changes.json`` of this build: its runs against the live build's (from the live
+    ``changes.json``, else, for a live build made before it existed, from the runs' summaries),
+    and the gates evaluated on the runs it brought."""
+    runs = [r.run for r in plan.done()]
+    metrics = key_metrics(runs, plan.config)
+    tracked = sorted({*metrics, *(r.metric for r in plan.config.gates.parsed())})
+    current = [changes.state_of(r, tracked) for r in runs]
+    live = plan.live_changes or {}
+    previous: list[changes.RunState] | None = None
+    if isinstance(live.get("runs"), list) and live.get("schema") == changes.SCHEMA:
+        previous = [s for s in map(changes.from_json, live["runs"]) if s is not None]
+    elif plan.previous:
+        found = (reuse_run(plan.store, k) for s, k in sorted(plan.previous.items()) if not s.startswith("compare/"))
+        previous = [changes.state_of(got[0].run, tracked) for got in found if got is not None]
+    feed = live["feed"] if isinstance(live.get("feed"), list) else []
+    news = changes.compare(previous, current, metrics)
+    verdict = gates.evaluate(plan.config.gates, news.fresh(), current)
+    return changes.document(news, build_time=plan.source_date_epoch, previous_feed=feed, gates=verdict)
+
+
+def draw_trends(plan: Plan, stage: Staging, news: dict) -> None:
+    """A trend page per model and project: each key metric of its runs against their start
+    times, with change points and the baseline band (from the runs' states in ``news``)."""
+    by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
+    for g in compare.groups([r.run for r in plan.done()]):
+        if not g.key:
+            continue
+        members = [by_name[r.name] for r in g.runs if r.name in by_name]
+        found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
+        for rel, data in trend_files(g.key, len(members), found, plan.config, plan.assets).items():
+            stage.write(rel, data)
+
+
+def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
+    """``changes.json``, ``changes.md``, the Atom feed ``feed.xml`` and ``gates.js`` (the gates'
+    results, for the run pages)."""
+    stage.write("changes.json", changes_page.dumps(news))
+    stage.write("gates.js", changes_page.gates_script(news))
+    md = changes_page.markdown(news, translator(plan.config.language), base_url=plan.config.base_url)
+    stage.write("changes.md", md.encode("utf-8"))
+    stage.write("feed.xml", changes_page.feed(news, title=plan.config.title, base_url=plan.config.base_url))
+
+
+def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None = None) -> dict[str, str]:
     """The comparison pages (each linked from the live build when its runs' inputs did not
     change, else drawn, on the executor) and the index, drawn here meanwhile. Returns the
     pages' input keys, for the manifest."""
@@ -174,7 +227,7 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor) -> dict[str, str]
     # (on this machine only: each page's worker writes it into this build's folder)
     drawn = _runner(executor if isinstance(executor, LocalPool) else Serial(), plan, len(jobs)).map(draw_group, jobs)
     for rel, data in index_files(
-        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan)
+        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news
     ).items():
         stage.write(rel, data)
     for hashes in drawn:

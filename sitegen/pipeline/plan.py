@@ -22,7 +22,7 @@ from sitegen.model import ReadOptions, RunSource, slug
 from sitegen.pages.assets import Assets, assets
 from sitegen.pipeline.jobs import RunJob, RunResult
 from sitegen.prepare.assemble import families
-from sitegen.publish.live import live_build, read_manifest
+from sitegen.publish.live import live_build, read_changes, read_manifest
 
 
 @dataclass(eq=False, repr=False)
@@ -42,6 +42,7 @@ class Plan:
     log_bytes: int  # of every log file: a small archive is drawn in this process
     site_key: str  # everything the whole site depends on
     previous: dict[str, str]  # the live build's input keys: run slug or "compare/<slug>" -> key
+    live_changes: dict | None = None  # the live build's changes.json: its runs' states, its feed
     results: list[RunResult | None] = field(default_factory=list)  # by job, filled by the stages
 
     def unchanged_runs(self) -> list[int]:
@@ -103,6 +104,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         log_bytes=_log_bytes(sources),
         site_key=_site_key(keys, site_assets.urls, scan_problems, archive, source_date_epoch),
         previous=_previous_keys(out),
+        live_changes=read_changes(out),
         results=[None] * len(jobs),
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from sitegen.errors import Problem, SitegenError
 
 MANIFEST = "manifest.json"
+CHANGES = "changes.json"
 BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
 
 
@@ -104,6 +105,19 @@ def whole(out: Path, site_key: str | None = None) -> Live | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, SitegenError):
         return None
     return Live(live, doc, runs, files, problems)
+
+
+def read_changes(out: Path) -> dict | None:
+    """The live build's ``changes.json`` (what it knew of each run), or None: no live build, one
+    made before sitegen wrote it, or not a JSON object."""
+    live = live_build(out)
+    if live is None:
+        return None
+    try:
+        doc = json.loads((live / CHANGES).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def read_manifest(build: Path) -> dict:

@@ -19,6 +19,8 @@
     var depth = data.depth, nm = data.metrics.length;
     var runs = data.runs;
     var state = { col: null, asc: true, page: 0, group: -1, words: [] };
+    var fresh = {};
+    (data.fresh || []).forEach(function (i) { fresh[i] = true; });
     var texts = null;
 
     function hpValue(r, keyId) { var v = r[10][String(keyId)]; return v === undefined ? null : v; }
@@ -77,7 +79,12 @@
         var key = r[1].slice(0, g + 1).join("/");
         cell(tr, r[1][g], "", r[1][g] && data.groups[key] ? data.groups[key] : null);
       }
-      cell(tr, r[2], "", "runs/" + r[0] + "/index.html");
+      var name = cell(tr, r[2], "", "runs/" + r[0] + "/index.html");
+      if (fresh[i]) {  /* the badge is drawn by CSS from data-badge: the cell's text stays the run's name */
+        name.className = "fresh";
+        name.setAttribute("data-badge", msg("new"));
+        name.title = msg("new_title");
+      }
       cell(tr, r[4]);
       cell(tr, r[6]);
       cell(tr, r[7] === null ? "" : String(r[7]));

@@ -67,8 +67,26 @@
     });
   }
 
+  /* The gates of the last build on this run (gates.js at the site's root: this page is reused
+     unchanged by later builds, the gates' results are not). */
+  function initGates(box) {
+    var results = (window.SITEGEN_GATES || {})[box.getAttribute("data-run")];
+    if (!results || !results.length) return;
+    var list = box.querySelector("ul");
+    results.forEach(function (r) {
+      var li = list.appendChild(el("li", "gate-" + r[1]));
+      li.appendChild(el("strong", "", msg("gate_" + r[1])));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("code", "", r[0]));
+      li.appendChild(el("span", "muted", " " + r[2]));
+    });
+    box.hidden = false;
+  }
+
   S.ready(function () {
     var page = S.pageData();
+    var gates = document.getElementById("gates");
+    if (gates) initGates(gates);
     forEach(document.querySelectorAll("a.csv-download"), initCsv);
     if (page && page.images) initImages(page);
     S.drawCharts();

@@ -83,7 +83,7 @@ def test_no_other_host_and_no_inline_code(example_site: Path):
         parser = _Refs()
         parser.feed(page.read_text("utf-8"))
         assert parser.inline_scripts == 0, f"{page}: inline script"
-        data_page = page.parent.parent.name in ("runs", "compare")  # run and comparison pages carry their data
+        data_page = page.parent.parent.name in ("runs", "compare", "trends")  # run, comparison and trend pages carry their data
         assert parser.data_blocks == (1 if data_page else 0), f"{page}: {parser.data_blocks} data blocks"
         assert not parser.handlers, f"{page}: event handler attributes {parser.handlers}"
         assert not parser.styles, f"{page}: inline style {parser.styles}"

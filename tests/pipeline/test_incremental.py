@@ -21,7 +21,7 @@ from sitegen.publish import staging as publish
 from tests.support import corpus, page_payload
 from tests.support.corpus import write_tbx
 from tests.support.eventgen import write_run
-from tests.support.sites import assert_same_site, inodes
+from tests.support.sites import assert_same_site, inodes, without_news
 
 
 @pytest.fixture()
@@ -110,9 +110,9 @@ def test_files_a_power_cut_emptied_are_not_linked_into_the_next_build(archive: P
 def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path: Path):
     """With a cache, the comparison pages take the lines' points from the store one run at a time
     (memory does not grow with the archive); without one, from memory: the sites are identical."""
-    def files(site: Path) -> dict[str, bytes]:
-        return {p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
-                if p.is_file() and not p.name.startswith("manifest")}
+    def files(site: Path) -> dict[str, bytes]:  # (a rebuild finds no new run: what's new differs)
+        return without_news({p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
+                             if p.is_file() and not p.name.startswith("manifest")})
 
     build(archive, tmp_path / "a", BuildOptions(config=Config(), cache=tmp_path / "cache"))
     first = files(tmp_path / "a")
@@ -143,7 +143,7 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
 
     out, cache = tmp_path / "site", tmp_path / "cache"
     build(archive, out, BuildOptions(config=Config(), cache=cache))
-    pages = {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")}
+    pages = without_news({p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")})
     store, sums = Store(cache), sorted((cache / "runs").rglob("*.sum"))
     assert len(sums) == 3
     for victim, bad in zip(sums, ({"run": []}, {"lines": [1]}, [])):
@@ -152,7 +152,7 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
         store.put_summary(victim.stem, doc if isinstance(bad, dict) else {}, points)  # JSON, wrong shape
     again = build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1))  # reuses every run
     assert again.runs == 3 and manifest.verify(out) == []
-    assert {p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")} == pages
+    assert without_news({p.relative_to(out.resolve()).as_posix(): p.read_bytes() for p in out.resolve().rglob("*.html")}) == pages
 
 
 def test_comparison_pages_redraw_only_the_pieces_of_changed_runs(tmp_path: Path, monkeypatch):
@@ -345,9 +345,9 @@ def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_a
     assert sorted(counts.pages) == sorted(grown_groups) and len(counts.pages) == 6
     after = inodes(out)
     new = {rel for rel, ino in after.items() if before.get(rel) != ino}  # written by this build
-    drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"compare/{g}/" for g in grown_groups)
+    drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"{kind}/{g}/" for g in grown_groups for kind in ("compare", "trends"))
     index = {"index.html", "index.html.gz", "index-data.js", "index-data.js.gz"}
-    report = {"manifest.json", "manifest.json.gz", "build-report.json"}
+    report = {"manifest.json", "manifest.json.gz", "build-report.json", "changes.json", "changes.json.gz", "changes.md", "feed.xml"}
     assert "index.html" in new and new <= index | report | {rel for rel in after if rel.startswith(drawn)}, sorted(new)
     # every other file is the live build's, linked (the same inode): runs, pages, assets
     others = [rel for rel in before if not rel.startswith(drawn) and rel not in index | report]

@@ -43,6 +43,20 @@ def write_tbx(directory: Path, *, steps: int = 30, seed: int = 0) -> Path:
     return Path(path)
 
 
+def write_metrics(directory: Path, first: int, steps: int, seed: int, start: float = 1_700_000_000) -> None:
+    """``steps`` steps of eval/acc and train/loss from step ``first`` by tensorboardX; a writer
+    opened again on a run's folder adds a file (the run grew). ``seed`` shifts both values up;
+    ``start``: the wall time of step 0."""
+    from tensorboardX import SummaryWriter
+
+    directory.mkdir(parents=True, exist_ok=True)
+    w = SummaryWriter(str(directory), flush_secs=3600, filename_suffix=f".{first}")
+    for i in range(first, first + steps):
+        w.add_scalar("eval/acc", 0.5 + 0.4 * i / 100 + 0.01 * seed, i, walltime=start + i)
+        w.add_scalar("train/loss", 2.0 / (i + 1) + 0.01 * seed, i, walltime=start + i)
+    w.close()
+
+
 def write_vdl(directory: Path, *, steps: int = 30) -> Path:
     """A small VisualDL file: two scalar tags per step, one text and one image record."""
     with warnings.catch_warnings():

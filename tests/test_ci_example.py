@@ -1,0 +1,46 @@
+"""``examples/ci/cron-publish.sh`` end to end, without a web host: it builds, gates, verifies and
+posts the changes to a webhook (a recording server) once per new build; a failed gate is exit 5
+with the site published; a night with nothing new posts nothing."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import ROOT
+from tests.support.cli import child_env
+from tests.support.corpus import write_metrics
+from tests.support.webhook import Recorder
+
+SCRIPT = ROOT / "examples" / "ci" / "cron-publish.sh"
+
+
+def test_the_nightly_script_builds_gates_and_notifies(tmp_path: Path):
+    logs, work = tmp_path / "logs", tmp_path / "work"
+    write_metrics(logs / "vision" / "resnet" / "r0", 0, 20, seed=1)
+    config = tmp_path / "sitegen.toml"
+    config.write_text('base_url = "https://reports.example.org/reports/"\n'
+                      '[gates]\nrules = ["*/*: train/loss <= best * 1.05"]\n')
+    wrapper = tmp_path / "sitegen"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m sitegen "$@"\n')
+    wrapper.chmod(0o755)
+    with Recorder() as hook:
+        env = child_env(ARCHIVE=str(logs), WORK=str(work), SITEGEN_CACHE=str(tmp_path / "cache"), SITEGEN=str(wrapper),
+                        CONFIG=str(config), NOTIFY_KIND="slack", SITEGEN_WEBHOOK=hook.url())
+
+        def night() -> subprocess.CompletedProcess:
+            return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+        first = night()
+        assert first.returncode == 0, first.stderr + first.stdout
+        assert len(hook.requests) == 1 and "New run vision/resnet/r0" in json.loads(hook.requests[0][2])["text"]
+        assert night().returncode == 0 and len(hook.requests) == 1  # nothing new: nothing posted
+        write_metrics(logs / "vision" / "resnet" / "r1", 0, 20, seed=9)  # a regression: 0.19 > 0.11 * 1.05
+        third = night()
+        assert third.returncode == 5, third.stderr + third.stdout
+        assert "a gate failed" in third.stdout and os.path.islink(work / "reports")
+        text = json.loads(hook.requests[-1][2])["text"]
+        assert len(hook.requests) == 2 and "1 gate(s) FAILED" in text and "Gate failed on vision/resnet/r1" in text
+        assert "<https://reports.example.org/reports/runs/vision-resnet-r1-" in text
