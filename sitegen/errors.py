@@ -13,6 +13,20 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 
+def shown(text: str) -> str:
+    """``text`` as valid Unicode: a name from the file system that is not UTF-8 (Python keeps its
+    bytes as lone surrogates) shows those bytes as ``\\xNN``, so pages and JSON can hold it."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate that stands for no byte (e.g. from JSON)
+            raw = text.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+
+
 class SitegenError(Exception):
     """Base of every error sitegen raises on purpose."""
 
@@ -43,6 +57,11 @@ class Problem:
     #: "symlink-loop", "bad-wall-time", "step-order", "too-large", "bad-image", ...
     kind: str
     message: str
+
+    def __post_init__(self) -> None:
+        if not (self.path.isascii() and self.message.isascii()):  # (the common case costs two checks)
+            object.__setattr__(self, "path", shown(self.path))
+            object.__setattr__(self, "message", shown(self.message))
 
     def __str__(self) -> str:
         where = self.path if self.offset is None else f"{self.path}: offset {self.offset}"

@@ -40,4 +40,4 @@ def file_stamp(path: str) -> bytes:
 
 
 def stat_line(path: str, st: os.stat_result) -> bytes:
-    return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode("utf-8", "surrogatepass")
+    return f"{path}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}\n".encode("utf-8", "surrogatepass")

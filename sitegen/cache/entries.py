@@ -1,12 +1,20 @@
 """The decode cache's entries: what one log file decoded to, in one file: a JSON header, then
 its tables as Arrow IPC files laid end to end. Scalars are kept narrow (tags as dictionary codes,
-int32 steps and float32 values where that loses nothing) and widened back exactly."""
+int32 steps and float32 values where that loses nothing) and widened back exactly.
+
+An entry is trusted only whole: CRC-32s of its header and of its tables are checked on every read
+(a flipped byte in a value column would still parse), and :func:`same_file` checks that the log
+file is still the one it was decoded from (a rewrite in place may keep its size and mtime)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import os
+import shutil
+import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +23,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from sitegen.errors import Problem
+from sitegen.fileio import sha256_file
 from sitegen.model import (
     RUN_SCALARS_SCHEMA,
     Artifact,
@@ -34,7 +43,12 @@ from sitegen.model import (
 
 log = logging.getLogger(__name__)
 
-ENTRY_MAGIC = b"SGENT01\n"  # a cache entry: magic, header length (u64), JSON header, tables
+#: a cache entry: magic, header length (u64), CRC-32 of the header (u32), JSON header, tables
+#: (their CRC-32 in the header); another magic is another version of the format
+ENTRY_MAGIC = b"SGENT02\n"
+_HEAD = len(ENTRY_MAGIC) + 12
+#: a content probe reads this much at the start of a file and before the end of what was decoded
+PROBE_BYTES = 4096
 
 _F64 = pa.list_(pa.float64())
 _SCHEMAS = {
@@ -101,32 +115,87 @@ def narrowest(name: str, values: np.ndarray, wide: str) -> np.ndarray:
 
 
 def read_header(entry: Path) -> tuple[dict | None, pa.Buffer | None]:
-    """An entry's header and the rest of it, its tables (mapped, not read)."""
+    """An entry's header and the rest of it, its tables (mapped, not read); (None, None) when
+    there is none, or with a warning when it is damaged (then it is decoded again and replaced).
+    Opened without blocking and only if it is a regular file: a FIFO there must not hang the build."""
     try:
-        body = pa.memory_map(str(entry)).read_buffer()
-        head = len(ENTRY_MAGIC) + 8
-        if body.size < head or body[: len(ENTRY_MAGIC)].to_pybytes() != ENTRY_MAGIC:
-            return None, None
-        size = int.from_bytes(body[len(ENTRY_MAGIC) : head].to_pybytes(), "little")
-        header = json.loads(body[head : head + size].to_pybytes())
-        return (header, body.slice(head + size)) if isinstance(header, dict) else (None, None)
-    except (OSError, ValueError, pa.ArrowException):
+        fd = os.open(entry, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
         return None, None
+    except OSError as exc:
+        return _damaged(entry, f"cannot open: {exc.strerror or exc}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return _damaged(entry, "not a regular file")
+        return _parse(entry, pa.memory_map(str(entry)).read_buffer())
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return _damaged(entry, str(exc) or type(exc).__name__)
+    finally:
+        os.close(fd)
+
+
+def _parse(entry: Path, body: pa.Buffer) -> tuple[dict | None, pa.Buffer | None]:
+    if body.size < _HEAD or body[: len(ENTRY_MAGIC)].to_pybytes() != ENTRY_MAGIC:
+        return _damaged(entry, "not an entry of this version")
+    size = int.from_bytes(body[len(ENTRY_MAGIC) : len(ENTRY_MAGIC) + 8].to_pybytes(), "little")
+    crc = int.from_bytes(body[len(ENTRY_MAGIC) + 8 : _HEAD].to_pybytes(), "little")
+    if size > body.size - _HEAD:
+        return _damaged(entry, "truncated")
+    text = body[_HEAD : _HEAD + size].to_pybytes()
+    if zlib.crc32(text) != crc:
+        return _damaged(entry, "header checksum mismatch")
+    header = json.loads(text)
+    tables = body.slice(_HEAD + size)
+    if not isinstance(header, dict) or zlib.crc32(memoryview(tables)) != header.get("tables_crc"):
+        return _damaged(entry, "tables checksum mismatch")
+    return header, tables
+
+
+def _damaged(entry: Path, why: str) -> tuple[None, None]:
+    """Warn and drop the entry (whatever it is: the cache folder is sitegen's), so that the entry
+    decoded again can take its place."""
+    log.warning("cache entry %s is damaged (%s); dropped, decoding again", entry, why)
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    except OSError as exc:
+        log.warning("cannot drop the cache entry %s: %s", entry, exc)
+    return None, None
 
 
 def probe(path: Path, end: int) -> str:
-    """A fingerprint of the decoded prefix: its first 4 KiB and the 64 bytes before ``end``.
-    A file that was replaced rather than appended to almost surely changes one of them."""
+    """A fingerprint of the decoded prefix: its first 4 KiB and the 4 KiB before ``end``. A
+    file that was replaced rather than appended to almost surely changes one of them."""
     with path.open("rb") as f:
-        head = f.read(min(4096, end))
-        f.seek(max(end - 64, 0))
-        tail = f.read(min(64, end))
+        head = f.read(min(PROBE_BYTES, end))
+        f.seek(max(end - PROBE_BYTES, 0))
+        tail = f.read(min(PROBE_BYTES, end))
     return hashlib.sha256(head + b"|" + tail).hexdigest()
 
 
 def prefix_unchanged(path: Path, header: dict) -> bool:
     try:
         return probe(path, header["state"]["end"]) == header.get("probe")
+    except OSError:
+        return False
+
+
+def same_file(path: Path, header: dict, st: os.stat_result) -> bool:
+    """Whether ``path`` (same size and mtime as the entry's file) is still that file: its probe
+    matches, and either nothing wrote to it since (same inode and ctime, which ``os.utime``
+    cannot set back) or its SHA-256 is the one the entry kept (a copy, a fresh mirror)."""
+    if not prefix_unchanged(path, header):
+        return False
+    if header.get("ident") == [st.st_ino, st.st_ctime_ns]:
+        return True
+    files = header.get("files") or [{}]
+    digest, size = files[0].get("sha256"), files[0].get("size")
+    if not digest or size != st.st_size:
+        return False
+    try:
+        return sha256_file(path, size)[0] == digest
     except OSError:
         return False
 
@@ -155,10 +224,11 @@ def load(entry: Path, header: dict, body: pa.Buffer) -> RunData | None:
         return None
 
 
-def encode(key: dict, state: dict, run: RunData, path: Path) -> list:
-    """A cache entry's bytes, in chunks: magic, header length, the JSON header (``key``: what
-    the entry is valid for; ``state``: the decoder's, to go on from where it stopped), then the
-    tables as Arrow IPC files laid end to end. Raises OSError when ``path`` cannot be probed."""
+def encode(key: dict, state: dict, run: RunData, path: Path, st: os.stat_result) -> list:
+    """A cache entry's bytes, in chunks: magic, header length and CRC, the JSON header
+    (``key``: what the entry is valid for; ``state``: the decoder's, to go on from where it
+    stopped; ``ident``: the file's inode and ctime as ``st`` gave them before it was read), then
+    the tables as Arrow IPC files laid end to end. Raises OSError when ``path`` cannot be probed."""
     tables: dict[str, pa.Buffer] = {}
     if run.scalars.num_rows:
         tables["scalars"] = _ipc(_narrow(run.scalars))
@@ -166,16 +236,19 @@ def encode(key: dict, state: dict, run: RunData, path: Path) -> list:
         items = getattr(run, kind)
         if items:
             tables[kind] = _ipc(_to_table(kind, items))
-    spans, at = {}, 0
+    spans, at, crc = {}, 0, 0
     for kind, blob in tables.items():
         spans[kind] = [at, len(blob)]
         at += len(blob)
+        crc = zlib.crc32(memoryview(blob), crc)
     header = {
         "key": key,
         "state": state,
         "format": run.format,
         "tables": spans,
         "probe": probe(path, state["end"]),
+        "ident": [st.st_ino, st.st_ctime_ns],
+        "tables_crc": crc,
         "files": [{"path": str(f.path), "size": f.size, "decoded_bytes": f.decoded_bytes, "sha256": f.sha256} for f in run.files],
         "hparams": run.hparams,
         "hparam_metrics": run.hparam_metrics,
@@ -184,7 +257,7 @@ def encode(key: dict, state: dict, run: RunData, path: Path) -> list:
         "problems": [vars(p) for p in run.problems],
     }
     text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
-    return [ENTRY_MAGIC, len(text).to_bytes(8, "little"), text, *tables.values()]
+    return [ENTRY_MAGIC, len(text).to_bytes(8, "little"), zlib.crc32(text).to_bytes(4, "little"), text, *tables.values()]
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:

@@ -39,7 +39,7 @@ def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list
                 st = os.stat(full)
             except OSError:
                 continue
-            out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns])
+            out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns, st.st_ctime_ns])
             if len(out) >= limit:
                 return out
     return out
@@ -54,14 +54,16 @@ def common_key(job: Any) -> str:
 def run_key(job: Any, common: str | None = None) -> str:
     """Everything a run's page depends on: code, config, options, its log files and its folder
     (``common``: :func:`common_key` of the build, computed once). Paths are absolute, so
-    ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages."""
+    ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages. A log
+    file's inode and ctime count too: a rewrite in place that keeps its size and mtime (rsync
+    ``--inplace``, a restore) still changes its ctime, which ``os.utime`` cannot set back."""
     fam = []
     for s in job.family:
         files = []
         for f in s.files:
             try:
                 st = f.stat()
-                files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+                files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
             except OSError:
                 files.append([os.path.abspath(f), -1, -1])
         fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])

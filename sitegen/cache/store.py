@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import stat
 import zlib
 from pathlib import Path
@@ -44,9 +45,12 @@ SHARD = 1
 #: a run summary file: the header (magic; points, JSON length and lines as u64; the columns'
 #: types; for each level k of ``sitegen.pages.compare.LEVELS``, the points drawn at level k or a
 #: coarser one, as u64), each line's point count (u32), the points (their columns side by
-#: side, coarsest level first), the JSON document
-_SUMMARY_MAGIC = b"SGSUM04\n"
-_PIECES_MAGIC = b"SGPCS03\n"  # the head of a piece of a comparison page (Store.put_pieces)
+#: side, coarsest level first), the JSON document. After the header, CRC-32s (u32) of: the
+#: header; the counts and the points of each level (as read for it), and of all of them; the
+#: document. A damaged summary is then never read as values: the run is drawn again.
+_SUMMARY_MAGIC = b"SGSUM05\n"
+_PIECES_MAGIC = b"SGPCS03\n"
+_BLOB_MARK = b"\nSGBLOB1"  # the end of a kept blob, before its CRC-32  # the head of a piece of a comparison page (Store.put_pieces)
 #: the points columns of a run summary, in file order, with the types they are read back as;
 #: each is kept in the narrowest of its ``entries.NARROW`` types that holds it exactly
 SUMMARY_COLUMNS = (("line", "<i4"), ("step", "<i8"), ("wall_time", "<f8"), ("value", "<f8"), ("levels", "u1"))
@@ -55,7 +59,8 @@ _FILE_COLUMNS = SUMMARY_COLUMNS + (("pos", "<i4"),)
 _TYPE_CODES = {"<u2": b"H", "<i4": b"i", "<i8": b"q", "<f4": b"f", "<f8": b"d", "u1": b"B"}
 _CODE_TYPES = {v: k for k, v in _TYPE_CODES.items()}
 _LEVEL_SLOTS = 8  # bits of a point's level byte
-_SUMMARY_HEAD = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
+_HEAD_ONLY = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
+_SUMMARY_HEAD = _HEAD_ONLY + 4 * (_LEVEL_SLOTS + 3)
 
 
 def _row_type(types: list[str]) -> np.dtype:
@@ -79,46 +84,51 @@ class Store:
         Blobs depend only on the installed packages, never on an archive, so besides this
         store they are kept in the machine's default cache too: a build with a fresh
         ``--cache`` folder does not pay the seconds the Vega bundle and the chart templates
-        take to make."""
+        take to make. A kept blob ends with a mark and its CRC-32: a damaged one is made again."""
         if self.root is None:
             return make()
         roots = list(dict.fromkeys([self.root, default_cache_dir()]))
+        data, todo = None, []
         for root in roots:
-            try:
-                data = (root / "blobs" / name).read_bytes()
-                break
-            except OSError:
-                continue
-        else:
+            path = root / "blobs" / f"{name}.sealed"  # (another name than the unsealed blobs of older versions)
+            kept = _read_blob(path)
+            if kept is None:
+                todo.append(path)
+            elif data is None:
+                data = kept
+        if data is None:
             data = make()
-        for root in roots:
-            path = root / "blobs" / name
-            if path.exists():
-                continue
+        for path in todo:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(path, data)
+                atomic_write(path, [data, _BLOB_MARK, zlib.crc32(data).to_bytes(4, "little")])
             except OSError as exc:
                 _unless_disk_fault(exc)
-                log.warning("cannot cache %s in %s: %s", name, root, exc)
+                log.warning("cannot cache %s in %s: %s", name, path.parent, exc)
         return data
 
     def sha256(self, path: Path, limit: int) -> tuple[str, int]:
-        """SHA-256 of the first ``limit`` bytes of a log file, remembered per (path, size, mtime):
-        hashing a large archive on every nightly build would cost more than the build itself."""
+        """SHA-256 of the first ``limit`` bytes of a log file, remembered per (path, size, mtime,
+        inode, ctime): hashing a large archive on every nightly build would cost more than the
+        build itself. A slot is a digest, its length and their CRC-32 (a damaged one is redone)."""
         if self.root is None:
             return sha256_file(path, limit)
         st = path.stat()
-        key = f"{path.resolve()}|{limit}|{st.st_size}|{st.st_mtime_ns}"
+        key = f"{path.resolve()}|{limit}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}"
         slot = self.root / "hashes" / DECODER_VERSION / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         try:
-            digest, size = slot.read_text("ascii").split()
-            return digest, int(size)
-        except (OSError, ValueError):
+            digest, size, crc = slot.read_text("ascii").split()
+            if len(digest) == 64 and int(crc, 16) == zlib.crc32(f"{digest} {size}".encode()):
+                return digest, int(size)
+            log.warning("cache slot %s is damaged; hashing again", slot)
+        except FileNotFoundError:
             pass
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            log.warning("cache slot %s is damaged (%s); hashing again", slot, exc)
         digest, n = sha256_file(path, limit)
         try:
-            _put(slot, [f"{digest} {n}".encode("ascii")])
+            text = f"{digest} {n}"
+            _put(slot, [f"{text} {zlib.crc32(text.encode()):08x}".encode("ascii")])
         except OSError as exc:
             _unless_disk_fault(exc)
         return digest, n
@@ -149,9 +159,13 @@ class Store:
             rows[name] = c
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
         head = b"".join(x.to_bytes(8, "little") for x in (n, len(text), len(counts), *upto))
+        start = _SUMMARY_MAGIC + head[:24] + codes + head[24:]
+        points = counts.tobytes() + rows.tobytes()
+        check = [zlib.crc32(start), *_prefix_crcs(points, [4 * len(counts) + m * rows.dtype.itemsize for m in (*upto, n)])]
+        check.append(zlib.crc32(text))
         try:
             self._ready()
-            _put(Path(self._summary_path(key)), [_SUMMARY_MAGIC, head[:24], codes, head[24:], counts.tobytes(), rows.tobytes(), text])
+            _put(Path(self._summary_path(key)), [start, b"".join(c.to_bytes(4, "little") for c in check), points, text])
             return text
         except OSError as exc:
             _unless_disk_fault(exc)
@@ -162,17 +176,25 @@ class Store:
         """The JSON document of a summary file (``doc``), else its points: (per-line point
         counts, {column: values}) with only the points drawn at ``level`` or a coarser one when
         ``level`` is given (the first points kept), in file order. None when the file is
-        missing or not a summary."""
+        missing, or (dropped with a warning) damaged."""
         if self.root is None:
             return None
+        path = self._summary_path(key)
         try:  # a plain descriptor and a string path: a comparison page reads hundreds of these
-            fd = os.open(self._summary_path(key), os.O_RDONLY)
-        except OSError:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            return _damaged_summary(path, f"cannot open: {exc.strerror or exc}")
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return _damaged_summary(path, "not a regular file")
             start = os.pread(fd, _SUMMARY_HEAD, 0)
             if len(start) < _SUMMARY_HEAD or not start.startswith(_SUMMARY_MAGIC):
-                return None
+                return _damaged_summary(path, "not a summary of this version")
+            crcs = [int.from_bytes(start[i : i + 4], "little") for i in range(_HEAD_ONLY, _SUMMARY_HEAD, 4)]
+            if zlib.crc32(start[:_HEAD_ONLY]) != crcs[0]:
+                return _damaged_summary(path, "header checksum mismatch")
             at = len(_SUMMARY_MAGIC)
             n, size, lines = (int.from_bytes(start[at + 8 * i : at + 8 * i + 8], "little") for i in range(3))
             codes = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
@@ -183,18 +205,23 @@ class Store:
             body = _SUMMARY_HEAD + 4 * lines
             if doc:
                 part = os.pread(fd, size, body + n * row.itemsize)
-                return part if len(part) == size else None
+                return part if len(part) == size and zlib.crc32(part) == crcs[-1] else _damaged_summary(path, "document checksum mismatch")
             at += 32
             m = n if level is None else int.from_bytes(start[at + 8 * level : at + 8 * level + 8], "little")
             part = os.pread(fd, 4 * lines + m * row.itemsize, _SUMMARY_HEAD)  # one read: points are kept row by row
-            if len(part) != 4 * lines + m * row.itemsize:
-                return None
+            if len(part) != 4 * lines + m * row.itemsize or zlib.crc32(part) != crcs[1 + (_LEVEL_SLOTS if level is None else level)]:
+                return _damaged_summary(path, "points checksum mismatch")
             rows = np.frombuffer(part, row, m, 4 * lines)
             return np.frombuffer(part, "<u4", lines), {name: rows[name] for name, _ in _FILE_COLUMNS}
-        except (OSError, ValueError):
-            return None
+        except (OSError, ValueError) as exc:
+            return _damaged_summary(path, str(exc))
         finally:
             os.close(fd)
+
+    def check_summary(self, key: str) -> bool:
+        """Whether a run's summary is whole, all its points included (checked before a run is
+        reused from it: a comparison page reads its points later, when drawing it again is too late)."""
+        return self._summary_read(key, None, doc=False) is not None
 
     def entry_file(self, path: Path) -> str | None:
         """Where the cache keeps what ``path`` decoded to (None: caching off), e.g. to read it
@@ -284,9 +311,9 @@ class Store:
         digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
         return self.root / "files" / DECODER_VERSION / digest[:SHARD] / f"{digest}.entry"
 
-    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path) -> None:
+    def _save(self, entry: Path, key: dict, state: dict, run: RunData, path: Path, st: os.stat_result) -> None:
         try:
-            chunks = entries.encode(key, state, run, path)
+            chunks = entries.encode(key, state, run, path, st)
             self._ready()
             _put(entry, chunks)
         except OSError as exc:
@@ -330,15 +357,15 @@ class Store:
         }
         entry = self._entry_path(path)
         header, body = entries.read_header(entry)
-        if header is not None and header["key"] == key:
+        if header is not None and header.get("key") == key and entries.same_file(path, header, st):
             cached = entries.load(entry, header, body)
             if cached is not None:
                 return cached
         if (
             header is not None
+            and isinstance(header.get("key"), dict)
             and all(header["key"].get(k) == key[k] for k in key if k not in ("size", "mtime_ns"))
-            and header["key"].get("size", st.st_size + 1) <= st.st_size
-            and entries.prefix_unchanged(path, header)
+            and _grown_or_same(path, header, st)
         ):
             cached = entries.load(entry, header, body)
             if cached is not None:
@@ -347,10 +374,10 @@ class Store:
                 cached.problems = [p for p in cached.problems if not (p.kind == "truncated" and (p.offset or 0) >= end)]
                 run = merge_parts("", cached.format, [cached, tail])
                 run.files = tail.files
-                self._save(entry, key, state, run, path)
+                self._save(entry, key, state, run, path, st)
                 return run
         run, state = decode(path, options)
-        self._save(entry, key, state, run, path)
+        self._save(entry, key, state, run, path, st)
         return run
 
 
@@ -359,6 +386,53 @@ def _unless_disk_fault(exc: OSError) -> None:
     operator a cache that silently stopped working (a read-only cache folder is skipped)."""
     if disk_fault(exc):
         raise exc
+
+
+def _grown_or_same(path: Path, header: dict, st: os.stat_result) -> bool:
+    """The entry's file, appended to (its decoded prefix probes the same), or only touched (the
+    same file by :func:`entries.same_file`): then only what follows the entry's end is decoded."""
+    old = header["key"].get("size", st.st_size + 1)
+    if old < st.st_size:
+        return entries.prefix_unchanged(path, header)
+    return old == st.st_size and entries.same_file(path, header, st)
+
+
+def _read_blob(path: Path) -> bytes | None:
+    """A kept blob, None when there is none, or (with a warning) when it is damaged."""
+    try:
+        kept = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("cache blob %s is unreadable (%s); made again", path, exc)
+        return None
+    data, mark, crc = kept[: -len(_BLOB_MARK) - 4], kept[-len(_BLOB_MARK) - 4 : -4], kept[-4:]
+    if mark == _BLOB_MARK and zlib.crc32(data) == int.from_bytes(crc, "little"):
+        return data
+    log.warning("cache blob %s is damaged; made again", path)
+    return None
+
+
+def _prefix_crcs(data: bytes, ends: list[int]) -> list[int]:
+    """CRC-32 of ``data[:e]`` for each ``e`` of ``ends`` (one pass over the longest)."""
+    view, crc, at, got = memoryview(data), 0, 0, {}
+    for e in sorted(set(ends)):
+        crc = zlib.crc32(view[at:e], crc)
+        got[e], at = crc, e
+    return [got[e] for e in ends]
+
+
+def _damaged_summary(path: str, why: str) -> None:
+    """Warn and drop a damaged run summary (its run is drawn again and kept anew)."""
+    log.warning("run summary %s is damaged (%s); dropped, drawing the run again", path, why)
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except OSError as exc:
+        log.warning("cannot drop the run summary %s: %s", path, exc)
+    return None
 
 
 _made_dirs: set[Path] = set()

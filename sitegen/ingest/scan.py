@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from sitegen.errors import Problem, UsageError
+from sitegen.errors import Problem, UsageError, shown
 from sitegen.fileio import OutsideRoots, outside, real_roots
 from sitegen.ingest import READERS
 from sitegen.model import RunSource
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def _run_name(directory: Path, archive: Path) -> str:
     rel = directory.relative_to(archive).as_posix()
-    return "." if rel in ("", ".") else rel
+    return "." if rel in ("", ".") else shown(rel)  # (a folder name that is not UTF-8: its bytes as \xNN)
 
 
 def _selected(name: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:

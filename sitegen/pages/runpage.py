@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from sitegen.config import Config
-from sitegen.errors import Problem
+from sitegen.errors import Problem, shown
 from sitegen.model import HParamValue, RunDetails, SiteRun, is_config_tag
 from sitegen.pages import charts, compare, downloads
 from sitegen.pages.assets import Assets
@@ -117,7 +117,7 @@ def run_page(
         "charts": chart_data,
         "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
     }
-    paths = {str(f.path) for d in data for f in d.files}
+    paths = {shown(str(f.path)) for d in data for f in d.files}  # (as problems name them)
     metric_values = {}
     for m in run.data.hparam_metrics:
         for ln in run.lines:
@@ -141,7 +141,7 @@ def run_page(
         texts=sorted((k, v) for k, v in texts.items()),
         metric_values=metric_values,
         problems=[p for p in problems if p.path in paths] + extra,
-        files=[(str(f.path.name), f.size) for d in data for f in d.files],
+        files=[(shown(f.path.name), f.size) for d in data for f in d.files],
         hparams=hparams,
         config_tags=sorted({t for t in texts if is_config_tag(t)}),
         env_info=details.environment,

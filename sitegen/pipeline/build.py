@@ -289,7 +289,7 @@ def _run_job(plan: Plan, stage: Staging, i: int, *, writes_here: bool) -> RunJob
     (a Dask worker may not see the output folder), where to write them."""
     job = plan.jobs[i]
     out = None if writes_here else Output(stage.root, stage.previous, stage.old_under(f"runs/{plan.slugs[i]}/"))
-    return RunJob(job.family, job.options, job.config, job.cache, job.urls, job.nested_dirs, job.problems_of, plan.keys[i], out)
+    return RunJob(job.family, job.options, job.config, job.cache, job.urls, job.nested_dirs, job.problems_of, plan.keys[i], out, job.slug)
 
 
 def _link_page(stage: Staging, slug: str) -> bool:

@@ -56,6 +56,7 @@ class RunJob:
     problems_of: list[Problem]  # the scan's problems (shown on the page when they concern its files)
     key: str = ""  # the run's input key: its summary is kept under it
     out: Output | None = None  # where the worker writes the run's files (None: it returns them)
+    slug: str = ""  # its folder under runs/ (the plan makes each run's distinct)
 
 
 @dataclass(eq=False, repr=False)
@@ -84,6 +85,8 @@ def draw_run(job: RunJob) -> RunResult:
     """Read one run family, draw its page and reduce it to a summary."""
     datas = [read_source(s, job.options, job.cache) for s in job.family]
     site_run = assemble(job.family[0], datas[0], datas[1:], job.config)
+    if job.slug and job.slug != site_run.slug:  # (another run had its slug)
+        site_run = replace(site_run, slug=job.slug)
     problems = [p for d in datas for p in d.problems]
     for source, d in zip(job.family, datas):
         # steps that go backwards or repeat are legal (resumed runs) but worth a line in the report
@@ -126,7 +129,7 @@ def reuse_run(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
     """A run whose inputs did not change, from its summary in the cache, and the names of its
     page's files (linked from the live build); None when the cache lost it."""
     doc = store.get_summary(key)
-    if doc is None:
+    if doc is None or not store.check_summary(key):
         return None
     try:
         run, hp, pages, problems, sources = summary.from_doc(doc)

@@ -88,6 +88,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     )
     scan_problems = list(problems)
     jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems) for f in fams]
+    _distinct_slugs(jobs, problems)
     common = cache_keys.common_key(jobs[0]) if jobs else ""
     keys = [cache_keys.run_key(j, common) for j in jobs]
     return Plan(
@@ -99,7 +100,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         problems=problems,
         jobs=jobs,
         keys=keys,
-        slugs=[slug(j.family[0].name) for j in jobs],
+        slugs=[j.slug for j in jobs],
         assets=site_assets,
         log_bytes=_log_bytes(sources),
         site_key=_site_key(keys, site_assets.urls, scan_problems, archive, source_date_epoch),
@@ -107,6 +108,29 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         live_changes=read_changes(out),
         results=[None] * len(jobs),
     )
+
+
+def _distinct_slugs(jobs: list[RunJob], problems: list[Problem]) -> None:
+    """Give each run its own folder, even on a case-insensitive copy of the site: a run whose
+    slug another run has (a 40-bit hash clash of names alike but for punctuation) takes a salted
+    one, with a problem line saying so. Slugs are lowercase ASCII, so case and Unicode
+    normalisation never make two of them one."""
+    taken: set[str] = set()
+    for job in jobs:
+        name = job.family[0].name
+        job.slug = s = slug(name)
+        n = 0
+        while s.lower() in taken:
+            n += 1
+            s = slug(name, f"clash{n}")
+        if n:
+            job.slug = s
+            problems.append(
+                Problem(
+                    str(job.family[0].directory), None, "name-clash", f"run {name!r}: its page is runs/{s}/ (its first choice was taken)"
+                )
+            )
+        taken.add(s.lower())
 
 
 def _site_key(keys: list[str], urls: dict[str, str], scan_problems: list[Problem], archive: Path, source_date_epoch: int | None) -> str:

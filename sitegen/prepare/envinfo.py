@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from sitegen.errors import Problem
+from sitegen.errors import Problem, shown
 from sitegen.fileio import OutsideRoots, check_inside, open_regular, sha256_file
 from sitegen.model import (
     Artifact,
@@ -208,7 +208,7 @@ def artifacts(
     out = []
     for rel, path, size in sorted(found):
         try:
-            out.append(Artifact(rel, size, sha256_file(path, roots=roots)[0] if size <= MAX_HASH_BYTES else ""))
+            out.append(Artifact(shown(rel), size, sha256_file(path, roots=roots)[0] if size <= MAX_HASH_BYTES else ""))
         except OutsideRoots as exc:  # (the link changed since it was listed)
             problems.append(exc.problem())
         except OSError as exc:

@@ -151,8 +151,14 @@ def test_blobs_are_shared_through_the_machine_cache(tmp_path: Path, monkeypatch)
     assert Store(tmp_path / "c1").blob("b.js", make) == b"bundle"
     assert Store(tmp_path / "c2").blob("b.js", make) == b"bundle"
     assert calls == [1]
-    assert (tmp_path / "c2" / "blobs" / "b.js").read_bytes() == b"bundle"
-    assert (tmp_path / "home" / "sitegen" / "blobs" / "b.js").read_bytes() == b"bundle"
+    for kept in (tmp_path / "c2" / "blobs" / "b.js.sealed", tmp_path / "home" / "sitegen" / "blobs" / "b.js.sealed"):
+        assert kept.read_bytes()[: len(b"bundle")] == b"bundle"
+    # a damaged blob is made again, never served
+    for kept in (tmp_path / "c2" / "blobs" / "b.js.sealed", tmp_path / "home" / "sitegen" / "blobs" / "b.js.sealed"):
+        kept.write_bytes(b"bundlX" + kept.read_bytes()[6:])
+    assert Store(tmp_path / "c2").blob("b.js", make) == b"bundle" and calls == [1, 1]
+    assert Store(tmp_path / "c2").blob("b.js", make) == b"bundle" and calls == [1, 1]  # and kept again
+    calls.pop()
     assert Store(None).blob("b.js", make) == b"bundle" and calls == [1, 1]  # caching off: made again
 
 
@@ -189,7 +195,7 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     log.write_bytes(b"")
     run = RunData(name="", format="tfevents", scalars=table, files=[SourceFile(log, 0, 0)])
     store = Store(tmp_path / "cache")
-    store._save(store._entry_path(log), {"k": 1}, {"end": 0}, run, log)
+    store._save(store._entry_path(log), {"k": 1}, {"end": 0}, run, log, log.stat())
     from sitegen.cache import entries
 
     header, body = entries.read_header(store._entry_path(log))

@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pyarrow as pa
 
-from sitegen.errors import Problem
+from sitegen.errors import Problem, shown
 from sitegen.fileio import OutsideRoots, check_inside, sha256_file
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import problem, read_regular
@@ -190,7 +190,7 @@ def _rel_name(path: Path, archive: Path) -> str:
         rel = path.relative_to(archive)
     except ValueError:
         rel = Path(os.path.relpath(path, archive))
-    name = rel.as_posix()
+    name = shown(rel.as_posix())
     return name or "."
 
 
@@ -352,7 +352,7 @@ def _read_tree(root: Path, problems: list[Problem], roots: tuple[str, ...], file
         dirnames.sort()
         for name in filenames:
             path = Path(dirpath) / name
-            found.append((path.relative_to(root).as_posix(), path))
+            found.append((shown(path.relative_to(root).as_posix()), path))
     for key, path in sorted(found):
         try:
             data = read_regular(path, roots)
@@ -396,7 +396,7 @@ def _artifacts(run_dir: Path, problems: list[Problem], roots: tuple[str, ...]) -
         except OSError as exc:
             problems.append(problem(path, exc))
             continue
-        out.append(Artifact(path=rel, size=size, sha256=digest))
+        out.append(Artifact(path=shown(rel), size=size, sha256=digest))
     return out
 
 
@@ -438,9 +438,9 @@ def _parent_name(source: RunSource, parent_id: str) -> str | None:
 
 def _metric_key(path: Path, metrics_root: Path) -> str:
     try:
-        return path.relative_to(metrics_root).as_posix()
+        return shown(path.relative_to(metrics_root).as_posix())
     except ValueError:
-        return path.name
+        return shown(path.name)
 
 
 def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:

@@ -29,6 +29,7 @@ appended (the decode cache in ``sitegen.cache.store`` calls it like that).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from pathlib import Path
@@ -95,6 +96,8 @@ def decode_file(
     if start > len(buf):
         start = 0  # the file shrank: it was replaced, read it again
     run = decode_bytes(buf, str(path), options, start=start, fast=options.fast if fast is None else fast, file=path)
+    if options.digest:  # (while the bytes are here: the manifest and the decode cache's check need it)
+        run.files[0].sha256 = hashlib.sha256(buf).hexdigest()
     return run, {"end": run.files[0].decoded_bytes}
 
 
