@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import re
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
@@ -491,3 +492,34 @@ def text_value(v: HParamValue | None) -> str:
             return "+inf" if v > 0 else "-inf"
         return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
     return str(v)
+
+
+MAX_HPARAMS = 500
+
+
+def hparam_value(v: Any) -> HParamValue:
+    """A config value as the site keeps it: numbers as floats (exact big ints as text), lists and
+    nulls as their JSON text."""
+    if isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, int):
+        return float(v) if abs(v) < 2**53 else str(v)
+    if isinstance(v, float):
+        return v
+    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def flat_hparams(obj: Any, prefix: str = "", out: dict[str, HParamValue] | None = None) -> dict[str, HParamValue]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1.0}`` (at most MAX_HPARAMS keys); shared by the readers
+    of trackers' configs and the config texts of TensorBoard runs."""
+    out = {} if out is None else out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                flat_hparams(v, key, out)
+            elif len(out) < MAX_HPARAMS:
+                out[key] = hparam_value(v)
+    elif prefix and len(out) < MAX_HPARAMS:
+        out[prefix] = hparam_value(obj)
+    return out

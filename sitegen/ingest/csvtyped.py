@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from sitegen.errors import Problem
 from sitegen.ingest import tabular
-from sitegen.ingest.files import problem, read_regular
+from sitegen.ingest.files import read_or_note
 from sitegen.ingest.values import grouped_table
 from sitegen.model import ReadOptions, RunData, SourceFile
 
@@ -141,10 +141,8 @@ def to_series(
 
 
 def read_file(path: Path, run: RunData, options: ReadOptions, missing: tuple[str, ...]) -> tuple[bytes, Wide] | None:
-    try:
-        data = read_regular(path, options.roots)
-    except OSError as exc:
-        run.problems.append(problem(path, exc))
+    data = read_or_note(path, options.roots, run.problems)
+    if data is None:
         return None
     wide = read_wide(path, data, run.problems, missing=missing, delimiter=",")
     run.files.append(SourceFile(path, len(data), wide.decoded))

@@ -24,9 +24,9 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import read_wide
-from sitegen.ingest.files import problem, read_regular
-from sitegen.ingest.values import flat_hparams, grouped_table, summary_text
-from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
+from sitegen.ingest.files import read_or_note
+from sitegen.ingest.values import grouped_table, summary_text
+from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 FORMAT = "dvclive"
 SUMMARY = "metrics.json"
@@ -86,10 +86,8 @@ def _tag(path: Path, directory: Path) -> str:
 
 
 def _read_tsv(path: Path, run: RunData, roots: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    try:
-        data = read_regular(path, roots)
-    except OSError as exc:
-        run.problems.append(problem(path, exc))
+    data = read_or_note(path, roots, run.problems)
+    if data is None:
         return None
     wide = read_wide(path, data, run.problems, delimiter="\t")
     run.files.append(SourceFile(path, len(data), wide.decoded))
@@ -127,10 +125,8 @@ def _summary(value: Any, prefix: str, out: dict[str, str]) -> None:
 
 
 def _read_json(path: Path, run: RunData, roots: tuple[str, ...]) -> Any:
-    try:
-        data = read_regular(path, roots)
-    except OSError as exc:
-        run.problems.append(problem(path, exc))
+    data = read_or_note(path, roots, run.problems)
+    if data is None:
         return None
     try:
         value = json.loads(data.decode("utf-8"))

@@ -34,6 +34,16 @@ def read_regular(path: "str | os.PathLike[str]", roots: tuple[str, ...]) -> byte
         os.close(fd)
 
 
+def read_or_note(path: "str | os.PathLike[str]", roots: tuple[str, ...], problems: list[Problem]) -> bytes | None:
+    """The bytes of a regular file inside ``roots``; None, with the reason added to ``problems``,
+    when it cannot be read (the caller goes on with the run's other files)."""
+    try:
+        return read_regular(path, roots)
+    except OSError as exc:
+        problems.append(problem(path, exc))
+        return None
+
+
 def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
     """Like :func:`read_regular`, into a numpy uint8 array.
 

@@ -32,8 +32,8 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest.csvtyped import Wide, to_long
 from sitegen.ingest.files import problem, read_regular, read_regular_array
-from sitegen.ingest.values import Columns, flat_hparams, hparam_value, number, summary_text
-from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
+from sitegen.ingest.values import Columns, number, summary_text
+from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams, hparam_value
 
 FORMAT = "hftrainer"
 STATE = "trainer_state.json"

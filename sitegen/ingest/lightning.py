@@ -26,9 +26,9 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import Wide, read_wide, to_series
-from sitegen.ingest.files import problem, read_regular
-from sitegen.ingest.values import flat_hparams, grouped_table
-from sitegen.model import ReadOptions, RunData, RunSource, SourceFile
+from sitegen.ingest.files import read_or_note
+from sitegen.ingest.values import grouped_table
+from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 FORMAT = "lightning"
 METRICS = "metrics.csv"
@@ -82,10 +82,8 @@ def _blocks(data: bytes) -> list[tuple[int, bytes]]:
 
 
 def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
-    try:
-        data = read_regular(path, roots)
-    except OSError as exc:
-        run.problems.append(problem(path, exc))
+    data = read_or_note(path, roots, run.problems)
+    if data is None:
         return
     series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     decoded = 0

@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from sitegen.errors import Problem
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import problem, read_regular
+from sitegen.ingest.files import read_or_note
 from sitegen.model import RUN_SCALARS_SCHEMA, ReadOptions, RunData, RunSource, SourceFile, empty_table
 
 FORMAT = "tabular"
@@ -653,10 +653,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     run = RunData(name=source.name, format=FORMAT)
     out = _Out()
     for path in sorted((Path(p) for p in source.files), key=lambda p: (p.name, str(p))):
-        try:
-            data = read_regular(path, options.roots)
-        except OSError as exc:
-            run.problems.append(problem(path, exc))
+        data = read_or_note(path, options.roots, run.problems)
+        if data is None:
             continue
         mine = _Out()
         if path.suffix.lower() in JSON_SUFFIXES:

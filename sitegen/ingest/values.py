@@ -1,4 +1,4 @@
-"""Shared by the readers of other trackers' files: hyperparameter values, summary text, tables."""
+"""Shared by the readers of other trackers' files: numbers, summary text, tables."""
 
 from __future__ import annotations
 
@@ -9,36 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sitegen.model import RUN_SCALARS_SCHEMA, HParamValue, empty_scalars, numeric_array, remember_tag_groups
-
-MAX_HPARAMS = 500
-
-
-def hparam_value(v: Any) -> HParamValue:
-    """A config value as the site keeps it: numbers as floats (exact big ints as text), lists and
-    nulls as their JSON text."""
-    if isinstance(v, (bool, str)):
-        return v
-    if isinstance(v, int):
-        return float(v) if abs(v) < 2**53 else str(v)
-    if isinstance(v, float):
-        return v
-    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def flat_hparams(obj: Any, prefix: str = "", out: dict[str, HParamValue] | None = None) -> dict[str, HParamValue]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1.0}`` (at most MAX_HPARAMS keys)."""
-    out = {} if out is None else out
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, dict) and v:
-                flat_hparams(v, key, out)
-            elif len(out) < MAX_HPARAMS:
-                out[key] = hparam_value(v)
-    elif prefix and len(out) < MAX_HPARAMS:
-        out[prefix] = hparam_value(obj)
-    return out
+from sitegen.model import RUN_SCALARS_SCHEMA, empty_scalars, numeric_array, remember_tag_groups
 
 
 def number(v: Any) -> float | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sitegen.errors import Problem
-from sitegen.ingest.files import problem, read_regular
+from sitegen.ingest.files import read_or_note
 from sitegen.model import RunData, SourceFile
 
 _INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
@@ -331,10 +331,8 @@ def line_offset(data: bytes, line: int) -> int:
 
 def read_file(path: Path, run: RunData, roots: tuple[str, ...]) -> Any:
     """A YAML file of a run: its value (None when unreadable), the file and any damage noted on ``run``."""
-    try:
-        data = read_regular(path, roots)
-    except OSError as exc:
-        run.problems.append(problem(path, exc))
+    data = read_or_note(path, roots, run.problems)
+    if data is None:
         return None
     value, damage = load(data.decode("utf-8", errors="replace"))
     decoded = len(data)

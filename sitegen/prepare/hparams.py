@@ -16,35 +16,9 @@ import math
 import re
 from typing import Any
 
-from sitegen.model import HParamValue, RunData, is_config_tag
+from sitegen.model import HParamValue, RunData, flat_hparams, is_config_tag
 
 log = logging.getLogger(__name__)
-
-MAX_KEYS = 500
-
-
-def _scalar(v: Any) -> HParamValue:
-    if isinstance(v, bool) or isinstance(v, str):
-        return v
-    if isinstance(v, int):
-        return float(v) if abs(v) < 2**53 else str(v)
-    if isinstance(v, float):
-        return v
-    return json.dumps(v, ensure_ascii=False, sort_keys=True)
-
-
-def flatten(obj: Any, prefix: str = "", out: dict[str, HParamValue] | None = None) -> dict[str, HParamValue]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1.0}``; lists and nulls become their JSON text."""
-    out = {} if out is None else out
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, dict) and v:
-                flatten(v, key, out)
-            elif len(out) < MAX_KEYS:
-                out[key] = _scalar(v)
-    return out
-
 
 _YAML_LINE = re.compile(r"^( *)([\w\-][^:#{}\[\],]*?|\"[^\"]*\"|'[^']*')\s*:(?:\s+(.*?))?\s*$")
 _NUMBER = re.compile(r"^[-+]?(\d[\d_]*\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
@@ -122,9 +96,9 @@ def parse_config(text: str) -> dict[str, HParamValue] | None:
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            return flatten(obj)
+            return flat_hparams(obj)
     obj = parse_yaml_map(s)
-    return flatten(obj) if obj else None
+    return flat_hparams(obj) if obj else None
 
 
 def run_hparams(datas: list[RunData]) -> dict[str, HParamValue]:

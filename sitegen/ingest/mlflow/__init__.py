@@ -45,7 +45,7 @@ import pyarrow as pa
 from sitegen.errors import Problem, shown
 from sitegen.fileio import OutsideRoots, check_inside, sha256_file
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import problem, read_regular
+from sitegen.ingest.files import problem, read_or_note, read_regular
 from sitegen.ingest.mlflow.metayaml import byte_offset, parse_meta_yaml
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
@@ -354,10 +354,8 @@ def _read_tree(root: Path, problems: list[Problem], roots: tuple[str, ...], file
             path = Path(dirpath) / name
             found.append((shown(path.relative_to(root).as_posix()), path))
     for key, path in sorted(found):
-        try:
-            data = read_regular(path, roots)
-        except OSError as exc:
-            problems.append(problem(path, exc))
+        data = read_or_note(path, roots, problems)
+        if data is None:
             continue
         if files is not None:
             files.append(SourceFile(path, len(data), len(data)))
@@ -497,10 +495,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     counts: list[int] = []
     ts_parts, value_parts, step_parts = [], [], []
     for key, path in keyed:
-        try:
-            data = read_regular(path, roots)
-        except OSError as exc:
-            problems.append(problem(path, exc))
+        data = read_or_note(path, roots, problems)
+        if data is None:
             continue
         ts, value, step, end, file_problems = parse_metric_bytes(data, str(path))
         problems.extend(file_problems)
