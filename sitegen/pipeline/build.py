@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from sitegen.cache import keys as cache_keys
 from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.pages import changes as changes_page
@@ -35,7 +36,7 @@ from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
 from sitegen.prepare import changes, gates, trends
 from sitegen.publish import manifest
-from sitegen.publish.live import whole
+from sitegen.publish.live import PAGE_KEYS, whole
 from sitegen.publish.staging import Staging, tidy
 from sitegen.resources import default_cache_dir
 from sitegen.tools.remote import Localized, local_cache_dir, localize
@@ -107,10 +108,10 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         news = compare_with_live(plan)
         step("drawing the index and comparisons", 3, 4)
         page_keys = draw_pages(plan, stage, executor, news)
-        draw_trends(plan, stage, news)
+        trend_keys = draw_trends(plan, stage, news)
         write_changes(plan, stage, news)
         step("publishing", 4, 4)
-        problems = write_report_and_manifest(plan, stage, page_keys)
+        problems = write_report_and_manifest(plan, stage, {**page_keys, **trend_keys})
         stage.commit()
     local.push()
     return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news)
@@ -167,7 +168,7 @@ def compare_with_live(plan: Plan) -> dict:
     if isinstance(live.get("runs"), list) and live.get("schema") == changes.SCHEMA:
         previous = [s for s in map(changes.from_json, live["runs"]) if s is not None]
     elif plan.previous:
-        found = (reuse_run(plan.store, k) for s, k in sorted(plan.previous.items()) if not s.startswith("compare/"))
+        found = (reuse_run(plan.store, k) for s, k in sorted(plan.previous.items()) if not s.startswith(PAGE_KEYS))
         previous = [changes.state_of(got[0].run, tracked) for got in found if got is not None]
     feed = live["feed"] if isinstance(live.get("feed"), list) else []
     news = changes.compare(previous, current, metrics)
@@ -175,17 +176,26 @@ def compare_with_live(plan: Plan) -> dict:
     return changes.document(news, build_time=plan.source_date_epoch, previous_feed=feed, gates=verdict)
 
 
-def draw_trends(plan: Plan, stage: Staging, news: dict) -> None:
+def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
     """A trend page per model and project: each key metric of its runs against their start
-    times, with change points and the baseline band (from the runs' states in ``news``)."""
+    times, with change points and the baseline band (from the runs' states in ``news``). A page
+    whose inputs (its runs' states, the metrics, code and config) did not change is linked from
+    the live build. Returns the pages' input keys, for the manifest."""
     by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
+    state_text = {name: json.dumps(changes.to_json(s), sort_keys=True) for name, s in by_name.items()}
+    page_keys: dict[str, str] = {}
     for g in compare.groups([r.run for r in plan.done()]):
         if not g.key:
             continue
         members = [by_name[r.name] for r in g.runs if r.name in by_name]
+        inputs = [json.dumps(news["metrics"]), *(state_text[m.name] for m in members)]
+        key = page_keys["trends/" + g.slug] = cache_keys.group_key("trends/" + g.slug, inputs, plan.config)
+        if plan.previous.get("trends/" + g.slug) == key and _link_folder(stage, f"trends/{g.slug}/"):
+            continue
         found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
         for rel, data in trend_files(g.key, len(members), found, plan.config, plan.assets).items():
             stage.write(rel, data)
+    return page_keys
 
 
 def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
@@ -293,10 +303,15 @@ def _run_job(plan: Plan, stage: Staging, i: int, *, writes_here: bool) -> RunJob
 
 
 def _link_page(stage: Staging, slug: str) -> bool:
-    """Link a comparison page and its pieces from the live build; False (nothing linked) when
-    the live build lacks any of them."""
-    rels = list(stage.old_under(f"compare/{slug}/"))
-    if f"compare/{slug}/index.html" not in rels:
+    """Link a comparison page and its pieces from the live build (see :func:`_link_folder`)."""
+    return _link_folder(stage, f"compare/{slug}/")
+
+
+def _link_folder(stage: Staging, folder: str) -> bool:
+    """Link a page's folder from the live build; False (nothing linked) when the live build
+    lacks its ``index.html`` or any of its files."""
+    rels = list(stage.old_under(folder))
+    if folder + "index.html" not in rels:
         return False
     if stage.link_many(rels):
         stage.unlink(rels)

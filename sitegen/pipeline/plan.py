@@ -41,7 +41,7 @@ class Plan:
     assets: Assets
     log_bytes: int  # of every log file: a small archive is drawn in this process
     site_key: str  # everything the whole site depends on
-    previous: dict[str, str]  # the live build's input keys: run slug or "compare/<slug>" -> key
+    previous: dict[str, str]  # the live build's input keys: run slug, "compare/<slug>" or "trends/<slug>" -> key
     live_changes: dict | None = None  # the live build's changes.json: its runs' states, its feed
     results: list[RunResult | None] = field(default_factory=list)  # by job, filled by the stages
 

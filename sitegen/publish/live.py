@@ -11,6 +11,9 @@ from pathlib import Path
 
 from sitegen.errors import Problem, SitegenError
 
+#: keys of the manifest's ``runs`` map that name a page (its input key), not a run
+PAGE_KEYS = ("compare/", "trends/")
+
 MANIFEST = "manifest.json"
 CHANGES = "changes.json"
 BUILD_NAME = re.compile(r"^(\d{6})-[0-9a-z-]+$")
@@ -100,7 +103,7 @@ def whole(out: Path, site_key: str | None = None) -> Live | None:
                 return None
         items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
         problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
-        runs = sum(1 for k in doc.get("runs", {}) if not k.startswith("compare/"))
+        runs = sum(1 for k in doc.get("runs", {}) if not k.startswith(PAGE_KEYS))
         files = len(doc["files"]) + sum((live / n).exists() for n in (MANIFEST, MANIFEST + ".gz"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, SitegenError):
         return None

@@ -285,7 +285,8 @@ class Counts:
         self.decoded: list[tuple[str, int]] = []
         self.runs: list[str] = []
         self.pages: list[str] = []
-        read_file, draw_run, draw_group = Store.read_file, J.draw_run, B.draw_group
+        self.trends: list[str] = []
+        read_file, draw_run, draw_group, trend_files = Store.read_file, J.draw_run, B.draw_group, B.trend_files
 
         def counting_read(store, path, options, decode):
             def counting_decode(p, opts, **kw):
@@ -304,9 +305,10 @@ class Counts:
         monkeypatch.setattr(Store, "read_file", counting_read)
         monkeypatch.setattr(J, "draw_run", counting_run)  # (process_run looks it up in jobs)
         monkeypatch.setattr(B, "draw_group", counting_group)  # (draw_pages looks it up in build)
+        monkeypatch.setattr(B, "trend_files", lambda key, *a: self.trends.append("/".join(key)) or trend_files(key, *a))
 
     def clear(self) -> None:
-        self.decoded.clear(), self.runs.clear(), self.pages.clear()
+        self.decoded.clear(), self.runs.clear(), self.pages.clear(), self.trends.clear()
 
 
 def _build(archive: Path, out: Path, cache: Path):
@@ -343,6 +345,8 @@ def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_a
     # (c) only the comparison pages that list them: the whole archive, 2 projects, 3 models
     grown_groups = {"all"} | {group_slug(tuple(run.split("/")[:k])) for run in GROWN for k in (1, 2)}
     assert sorted(counts.pages) == sorted(grown_groups) and len(counts.pages) == 6
+    # ... and only their trend pages (2 projects, 3 models; the other trend pages are linked)
+    assert sorted(counts.trends) == sorted({"/".join(run.split("/")[:k]) for run in GROWN for k in (1, 2)})
     after = inodes(out)
     new = {rel for rel, ino in after.items() if before.get(rel) != ino}  # written by this build
     drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"{kind}/{g}/" for g in grown_groups for kind in ("compare", "trends"))
@@ -364,7 +368,7 @@ def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_a
     live = out.resolve()
     counts.clear()
     again = _build(tbx_archive, out, cache)
-    assert (counts.decoded, counts.runs, counts.pages) == ([], [], [])
+    assert (counts.decoded, counts.runs, counts.pages, counts.trends) == ([], [], [], [])
     assert out.resolve() == live and again.runs == 12
 
 
