@@ -52,12 +52,13 @@ def claims(filename: str, patterns: Any = None) -> bool:
 def gather(
     dirpath: str, filenames: list[str], dirnames: list[str], archive: Path, roots: tuple[str, ...]
 ) -> tuple[list[RunSource], set[str]] | None:
+    candidates = sorted(f for f in filenames if not f.startswith(".") and f.lower().endswith(SUFFIXES))
+    if not candidates:
+        return None  # (most folders: no Path made, nothing read)
     runs: list[RunSource] = []
     taken: set[str] = set()
     directory = Path(dirpath)
-    for f in sorted(filenames):
-        if f.startswith(".") or not f.lower().endswith(SUFFIXES):
-            continue
+    for f in candidates:
         path = directory / f
         try:
             if not _keras_header(header_of(read_head(path, 4096, roots))):

@@ -26,8 +26,9 @@ def empty(doc: dict) -> bool:
 
 
 def dumps(doc: dict) -> bytes:
-    """``changes.json``'s bytes."""
-    return (json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+    """``changes.json``'s bytes: compact, one line (json's indenting encoder is pure Python and
+    cost a tenth of a rebuild of 2,000 runs; ``changes.md`` is the file for people)."""
+    return (json.dumps(doc, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def run_link(slug: str) -> str:

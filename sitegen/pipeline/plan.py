@@ -5,6 +5,7 @@ written; the build's stages fill in its results."""
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import os
@@ -39,7 +40,6 @@ class Plan:
     keys: list[str]  # each job's input key
     slugs: list[str]  # each job's folder under runs/
     assets: Assets
-    log_bytes: int  # of every log file: a small archive is drawn in this process
     site_key: str  # everything the whole site depends on
     previous: dict[str, str]  # the live build's input keys: run slug, "compare/<slug>" or "trends/<slug>" -> key
     live_changes: dict | None = None  # the live build's changes.json: its runs' states, its feed
@@ -55,6 +55,12 @@ class Plan:
 
     def done(self) -> list[RunResult]:
         return [r for r in self.results if r is not None]
+
+    @functools.cached_property
+    def log_bytes(self) -> int:
+        """Of every log file: a small archive is drawn in this process (asked only when there
+        are enough runs to draw for worker processes to pay)."""
+        return _log_bytes([s for j in self.jobs for s in j.family])
 
     def run_keys(self) -> dict[str, str]:
         """Input key by run slug."""
@@ -102,7 +108,6 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         keys=keys,
         slugs=[j.slug for j in jobs],
         assets=site_assets,
-        log_bytes=_log_bytes(sources),
         site_key=_site_key(keys, site_assets.urls, scan_problems, archive, source_date_epoch),
         previous=_previous_keys(out),
         live_changes=read_changes(out),
