@@ -53,6 +53,7 @@ class LimitsConfig:
     max_image_bytes: int = 8 * 1024 * 1024
     max_text_chars: int = 200_000
     max_images_per_tag: int = 1000
+    max_tags_per_run: int = 5000  # charts per run (key metrics first, then by name); downloads keep all
 
 
 @dataclass
@@ -237,7 +238,7 @@ def _check(cfg: Config, errors: list[str]) -> None:
     _check_gates(cfg, errors)
     if cfg.notify.kind not in NOTIFY_KINDS:
         errors.append(f"notify.kind: must be one of {', '.join(NOTIFY_KINDS)}, got {cfg.notify.kind!r}")
-    for key in ("max_image_bytes", "max_text_chars", "max_images_per_tag"):
+    for key in ("max_image_bytes", "max_text_chars", "max_images_per_tag", "max_tags_per_run"):
         if getattr(cfg.limits, key) <= 0:
             errors.append(f"limits.{key}: must be positive")
     if any(not p.strip() for p in cfg.archive.follow_symlinks_into):

@@ -9,7 +9,9 @@ must not publish a file of the build machine; :mod:`sitegen.fileio` draws that b
 from __future__ import annotations
 
 import io
+import mmap
 import os
+from typing import Callable
 
 import numpy as np
 
@@ -53,18 +55,22 @@ def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
     """
     fd, size = open_regular(path, roots)
     try:
-        f = io.FileIO(fd, "rb", closefd=False)
-        buf = np.empty(size, np.uint8)
-        view, n = buf.data, 0  # the array's memoryview (numpy's stubs give ndarray no __buffer__ before 3.12)
-        while n < size:
-            got = f.readinto(view[n:])
-            if not got:
-                return buf[:n]  # it shrank
-            n += got
-        rest = f.readall()
-        return np.concatenate([buf, np.frombuffer(rest, np.uint8)]) if rest else buf
+        return _read_all(fd, size)
     finally:
         os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> np.ndarray:
+    f = io.FileIO(fd, "rb", closefd=False)
+    buf = np.empty(size, np.uint8)
+    view, n = buf.data, 0  # the array's memoryview (numpy's stubs give ndarray no __buffer__ before 3.12)
+    while n < size:
+        got = f.readinto(view[n:])
+        if not got:
+            return buf[:n]  # it shrank
+        n += got
+    rest = f.readall()
+    return np.concatenate([buf, np.frombuffer(rest, np.uint8)]) if rest else buf
 
 
 def read_head(path: "str | os.PathLike[str]", n: int, roots: tuple[str, ...]) -> bytes:
@@ -74,3 +80,31 @@ def read_head(path: "str | os.PathLike[str]", n: int, roots: tuple[str, ...]) ->
         return os.read(fd, n)
     finally:
         os.close(fd)
+
+
+#: a file larger than this is mapped, not read (see :func:`read_or_map`)
+MAP_BYTES = 256 << 20
+
+Release = Callable[[int, int], None]
+
+
+def read_or_map(path: "str | os.PathLike[str]", roots: tuple[str, ...]) -> tuple[np.ndarray, Release | None]:
+    """A regular file's bytes as a uint8 array (see :func:`read_regular_array`); a file over
+    :data:`MAP_BYTES` is memory-mapped instead and comes with ``release(lo, hi)``, which drops
+    that byte range's pages from this process once they are checked. Why: a log holding a 2 GB
+    text record is then decoded in bounded memory (its pages stay in the kernel's page cache)."""
+    fd, size = open_regular(path, roots)
+    try:
+        if size <= MAP_BYTES:
+            return _read_all(fd, size), None
+        m = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+    def release(lo: int, hi: int) -> None:
+        lo -= lo % mmap.PAGESIZE
+        hi = min(hi, size)
+        if hi > lo:
+            m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+    return np.frombuffer(m, np.uint8), release

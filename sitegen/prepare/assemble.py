@@ -9,15 +9,26 @@ import pyarrow as pa
 
 from sitegen.config import Config
 from sitegen.downsample import downsample
+from sitegen.errors import Problem
 from sitegen.model import ChartLine, RunData, RunSource, SiteRun, grouped_columns, slug
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
-    """Each top-level run followed by its sub-runs, in name order."""
+    """Each top-level run followed by its sub-runs, in name order; a sub-run of a sub-run
+    (a run folder nested in one nested in another) belongs to the top-level run's family too."""
+    parent = {s.name: s.parent for s in sources}
+
+    def top(name: str) -> str:
+        seen = set()
+        while parent.get(name) is not None and name not in seen:
+            seen.add(name)
+            name = parent[name]  # type: ignore[assignment]
+        return name
+
     children: dict[str, list[RunSource]] = {}
     for s in sources:
         if s.parent is not None:
-            children.setdefault(s.parent, []).append(s)
+            children.setdefault(top(s.name), []).append(s)
     return [[s, *children.get(s.name, [])] for s in sources if s.parent is None]
 
 
@@ -72,11 +83,24 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
         return []
     g, cols = grouped_columns(table)
     step, wall, value = cols["step"], cols["wall_time"], cols["value"]
+    chosen = [i for i, tag in enumerate(g.tags) if g.bounds[i + 1] > g.bounds[i] and config.tag_selected(tag)]
+    limit = config.limits.max_tags_per_run
+    if len(chosen) > limit:
+        key = set(config.index.key_metrics)
+        first = [i for i in chosen if g.tags[i] in key] + [i for i in chosen if g.tags[i] not in key]
+        chosen = sorted(first[:limit])
+        where = run.files[0].path if run.files else run.name
+        run.problems.append(
+            Problem(
+                str(where),
+                None,
+                "too-many",
+                f"{len(first):,} tags; charts of {limit:,} (limits.max_tags_per_run), the downloads keep every tag",
+            )
+        )
     out = []
-    for i, tag in enumerate(g.tags):
-        a, b = g.bounds[i], g.bounds[i + 1]
-        if b == a or not config.tag_selected(tag):
-            continue
+    for i in chosen:
+        tag, a, b = g.tags[i], g.bounds[i], g.bounds[i + 1]
         series = downsample(step[a:b], wall[a:b], value[a:b], config.charts.points_per_chart)
         out.append(ChartLine(tag, label if label is not None else _line_label(run, parent, tag), series))
     return out

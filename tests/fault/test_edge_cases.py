@@ -182,14 +182,14 @@ def test_unreadable_file(tmp_path, monkeypatch):
     bad = run / "events.out.tfevents.1.denied"
     bad.write_bytes(corpus.tf_file(RECS))
     (run / "events.out.tfevents.2.ok").write_bytes(corpus.tf_file(RECS))
-    real = tfevents.read_regular_array
+    real = tfevents.read_or_map
 
     def deny(path, roots):
         if Path(path) == bad:
             raise PermissionError(13, "Permission denied", str(path))
         return real(path, roots)
 
-    monkeypatch.setattr(tfevents, "read_regular_array", deny)
+    monkeypatch.setattr(tfevents, "read_or_map", deny)
     data = sitegen.read_run(run)
     assert [(p.path, p.kind) for p in data.problems] == [(str(bad), "unreadable")]
     assert len(scalars(data)) == len(RECS)

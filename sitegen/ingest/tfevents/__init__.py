@@ -19,7 +19,7 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest import media
 from sitegen.ingest.checks import scalar_problems
-from sitegen.ingest.files import problem, read_regular_array
+from sitegen.ingest.files import Release, problem, read_or_map
 from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents.fast import FastScalars, decode_scalars
 from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
@@ -212,7 +212,7 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
             dec.value.append(x)
     elif kind == "images":
         if val.image is not None:
-            w = h = 0
+            w = h = size = 0
             data = b""
             for fnum, wt, v in iter_fields(val.image):
                 if fnum == 1 and wt == 0:
@@ -220,51 +220,52 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
                 elif fnum == 2 and wt == 0:
                     w = int(v)
                 elif fnum == 4 and wt == LEN:
-                    data = bytes(v)
-            blobs = [(data, w, h)]
+                    data = bytes(v[: options.max_image_bytes + 1])  # type: ignore[index]  # (over the limit: not copied whole)
+                    size = len(v)  # type: ignore[arg-type]
+            blobs = [(data, w, h, size)]
         elif val.tensor is not None:
-            t = decode_tensor(val.tensor)
-            s = t.strings or []
+            t = decode_tensor(val.tensor, max_string=options.max_image_bytes + 1)
+            s, sizes = t.strings or [], t.sizes or []
             dims = [int(x) if x.isdigit() else 0 for x in s[:2]]
-            blobs = [(b, dims[0], dims[1]) for b in s[2:]] if len(dims) == 2 else []
+            blobs = [(b, dims[0], dims[1], n) for b, n in zip(s[2:], sizes[2:])] if len(dims) == 2 else []
         else:
             blobs = []
-        for data, w, h in blobs:
+        for data, w, h, size in blobs:
             mime = media.image_mime(data)
             if mime is None:
                 run.problems.append(Problem(path, off, "bad-image", f"tag {val.tag!r}: payload is not PNG/JPEG/GIF/WebP; not shown"))
-            elif len(data) > options.max_image_bytes:
+            elif size > options.max_image_bytes:
                 run.problems.append(
                     Problem(
                         path,
                         off,
                         "too-large",
-                        f"tag {val.tag!r}: image of {len(data)} bytes over the limit of {options.max_image_bytes}; not shown",
+                        f"tag {val.tag!r}: image of {size} bytes over the limit of {options.max_image_bytes}; not shown",
                     )
                 )
             else:
                 run.images.append(Image(val.tag, step, wall, data, mime, w, h))
     elif kind == "audio":
-        clips: list[bytes]
-        clips, rate = [], 0.0
+        clips: list[tuple[bytes, int]]
+        clips, rate, cap = [], 0.0, options.max_audio_bytes + 1  # (over the limit: not copied whole)
         if val.audio is not None:
             for fnum, wt, v in iter_fields(val.audio):
                 if fnum == 1 and wt == 5:
                     rate = f32(v)  # type: ignore[arg-type]
                 elif fnum == 4 and wt == LEN:
-                    clips.append(bytes(v))
+                    clips.append((bytes(v[:cap]), len(v)))  # type: ignore[index, arg-type]
         elif val.tensor is not None:
-            t = decode_tensor(val.tensor)
-            s = t.strings or []
-            clips = s[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else s
-        for data in clips:
-            if len(data) > options.max_audio_bytes:
+            t = decode_tensor(val.tensor, max_string=cap)
+            pairs = list(zip(t.strings or [], t.sizes or []))
+            clips = pairs[0::2] if len(t.shape) == 2 and t.shape[1] == 2 else pairs
+        for data, size in clips:
+            if size > options.max_audio_bytes:
                 run.problems.append(
                     Problem(
                         path,
                         off,
                         "too-large",
-                        f"tag {val.tag!r}: audio of {len(data)} bytes over the limit of {options.max_audio_bytes}; not shown",
+                        f"tag {val.tag!r}: audio of {size} bytes over the limit of {options.max_audio_bytes}; not shown",
                     )
                 )
             else:
@@ -282,15 +283,15 @@ def _add_value(dec: Decoded, off: int, step: int, wall: float, val: _Value, opti
         run.histograms.append(Histogram(val.tag, step, wall, left, right, count))
     elif kind == "text":
         if val.tensor is not None:
-            t = decode_tensor(val.tensor)
+            cap = 4 * options.max_text_chars + 4  # bytes enough for the characters kept
+            t = decode_tensor(val.tensor, max_string=cap)
             body = _text_of(t)
-            if len(body) > options.max_text_chars:
+            total = sum(t.sizes or [])
+            if len(body) > options.max_text_chars or total > cap:
+                what = f"{total:,} bytes" if total > cap else f"{len(body)} characters"
                 run.problems.append(
                     Problem(
-                        path,
-                        off,
-                        "too-large",
-                        f"tag {val.tag!r}: text of {len(body)} characters; only the first {options.max_text_chars} kept",
+                        path, off, "too-large", f"tag {val.tag!r}: text of {what}; only the first {options.max_text_chars} characters kept"
                     )
                 )
                 body = body[: options.max_text_chars] + " […]"
@@ -396,10 +397,23 @@ def _tag_column(fs: FastScalars) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
-def _fast_buffer(buf: memoryview, path: str, options: ReadOptions, start: int, dec: Decoded) -> tuple[pa.Table, int]:
+def _sha256(data: np.ndarray, release: Release | None) -> str:
+    """The file's digest; a mapped file's pages are dropped as they are hashed."""
+    if release is None:
+        return hashlib.sha256(data.data).hexdigest()
+    h = hashlib.sha256()
+    for lo in range(0, len(data), ff.CRC_PIECE):
+        h.update(data[lo : lo + ff.CRC_PIECE].data)
+        release(lo, lo + ff.CRC_PIECE)
+    return h.hexdigest()
+
+
+def _fast_buffer(
+    buf: memoryview, path: str, options: ReadOptions, start: int, dec: Decoded, release: Release | None = None
+) -> tuple[pa.Table, int]:
     """The vectorized path: scalar records in bulk, every other record through the reference
     decoder, merged back into file order by record offset."""
-    fs = decode_scalars(buf, path=path, verify=options.verify, start=start)
+    fs = decode_scalars(buf, path=path, verify=options.verify, start=start, release=release)
     for rec, pay, length in fs.other:
         _decode_or_report(dec, rec, buf[pay : pay + length], options, path)
     dec.run.problems.extend(fs.problems)
@@ -431,22 +445,23 @@ def decode_file(path: Path, options: ReadOptions, *, start: int = 0, state: dict
     dec.run.name = ""
     spath = str(path)
     try:
-        data = read_regular_array(path, options.roots)
+        data, release = read_or_map(path, options.roots)
     except OSError as exc:
         dec.run.problems.append(problem(spath, exc))
         return dec.run, {"end": start, "plugins": dec.plugins}
     if start > len(data):
         start = 0  # the file shrank: it was replaced, read it again
+    digest = _sha256(data, release) if options.digest else ""
     if options.fast:
-        table, end = _fast_buffer(memoryview(data), spath, options, start, dec)
+        table, end = _fast_buffer(data.data, spath, options, start, dec, release)
     else:
-        _, framing = decode_buffer(memoryview(data), spath, options, start=start, dec=dec)
+        _, framing = decode_buffer(data.data, spath, options, start=start, dec=dec)
         table, end = dec.scalar_table(), framing.end
     run = dec.run
     run.scalars = table
     run.problems += scalar_problems(table, spath)
     run.problems.sort(key=lambda p: (p.offset is None, p.offset or 0))
-    run.files.append(SourceFile(path, len(data), end, hashlib.sha256(data).hexdigest() if options.digest else ""))
+    run.files.append(SourceFile(path, len(data), end, digest))
     return run, {"end": end, "plugins": dec.plugins}
 
 

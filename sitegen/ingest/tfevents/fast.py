@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Tuple, cast
+from typing import TYPE_CHECKING, Callable, Tuple, cast
 
 import numpy as np
 
@@ -171,19 +171,27 @@ class _Template:
     hi: np.ndarray
 
 
-def decode_scalars(buf: bytes | memoryview | np.ndarray, *, path: str, verify: bool = True, start: int = 0) -> FastScalars:
-    """Decode the fast scalar records of one event file; see the module docstring."""
+def decode_scalars(
+    buf: bytes | memoryview | np.ndarray,
+    *,
+    path: str,
+    verify: bool = True,
+    start: int = 0,
+    release: Callable[[int, int], None] | None = None,
+) -> FastScalars:
+    """Decode the fast scalar records of one event file; see the module docstring. ``release``:
+    of a mapped file (:func:`sitegen.ingest.files.read_or_map`), for records of many megabytes."""
     if isinstance(buf, np.ndarray):
         a = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
     else:
         a = np.frombuffer(memoryview(buf).cast("B"), np.uint8)
     with np.errstate(invalid="ignore"):  # a signalling NaN f32 is widened (quieted) like C does
-        return _Decoder(a, path, verify).run(start)
+        return _Decoder(a, path, verify, release).run(start)
 
 
 class _Decoder:
-    def __init__(self, a: np.ndarray, path: str, verify: bool) -> None:
-        self.a, self.path, self.verify, self.size = a, path, verify, len(a)
+    def __init__(self, a: np.ndarray, path: str, verify: bool, release: Callable[[int, int], None] | None = None) -> None:
+        self.a, self.path, self.verify, self.size, self.release = a, path, verify, len(a), release
         cap = self.size // ff.MIN_FAST_RECORD + 1
         self.rec = np.empty(cap, np.int64)
         self.tid = np.empty(cap, np.int32)
@@ -237,7 +245,7 @@ class _Decoder:
             if stop > size:
                 self._problem(off, "truncated", f"incomplete record ({size - off} of {length + HEADER + FOOTER} bytes): not written yet")
                 break
-            if self.verify and not ff.crc_ok(a, off, length):
+            if self.verify and not ff.crc_ok(a, off, length, self.release):
                 self._problem(off, "bad-crc", "bad payload checksum; record skipped")
                 sigs, recs, last_seen = [], [], {}
                 off = end = stop

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
+from typing import Callable
 
 import google_crc32c
 import numpy as np
@@ -25,6 +26,7 @@ _MASK_DELTA = np.uint32(0xA282EAD8)
 U8, U32, U64 = np.dtype("u1"), np.dtype("<u4"), np.dtype("<u8")
 _TF2_MID = bytes.fromhex("420a080112002204")  # tensor{dtype=FLOAT, shape={}, content: 4 bytes}
 _TF2_TAIL = bytes.fromhex("4a0b0a090a07") + b"scalars"  # metadata{plugin_data{name="scalars"}}
+CRC_PIECE = 64 << 20  # (a record's payload checked in pieces of this size when they are released after)
 MAX_FAST_PAYLOAD = 160  # longer payloads cannot match a fast layout
 MIN_FAST_RECORD = 36  # 16 bytes of framing + the shortest fast payload (no step, empty tag)
 
@@ -34,10 +36,18 @@ def col(a: np.ndarray, dtype: np.dtype | str, off: int, count: int, stride: int)
     return np.ndarray((count,), dtype=dtype, buffer=a, offset=off, strides=(stride,))
 
 
-def crc_ok(a: np.ndarray, off: int, length: int) -> bool:
-    """Does the payload CRC of the record at ``off`` (payload ``length`` bytes) check out?"""
+def crc_ok(a: np.ndarray, off: int, length: int, release: Callable[[int, int], None] | None = None) -> bool:
+    """Does the payload CRC of the record at ``off`` (payload ``length`` bytes) check out?
+    ``release``: the payload of a mapped file is checked in pieces, each dropped after."""
     stored = struct.unpack_from("<I", a, off + HEADER + length)[0]  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs say so only for Python >= 3.12
-    return mask(google_crc32c.value(a[off + HEADER : off + HEADER + length])) == stored
+    if release is None or length <= CRC_PIECE:
+        return mask(google_crc32c.value(a[off + HEADER : off + HEADER + length])) == stored
+    crc, end = 0, off + HEADER + length
+    for lo in range(off + HEADER, end, CRC_PIECE):
+        hi = min(lo + CRC_PIECE, end)
+        crc = google_crc32c.extend(crc, a[lo:hi])
+        release(lo, hi)
+    return mask(crc) == stored
 
 
 def length_ok(a: np.ndarray, off: int) -> bool:

@@ -33,7 +33,8 @@ class Tensor:
     dtype: int
     shape: tuple[int, ...]
     values: np.ndarray | None  # numeric tensors
-    strings: list[bytes] | None  # DT_STRING tensors
+    strings: list[bytes] | None  # DT_STRING tensors (each cut to ``max_string`` bytes, see :func:`decode_tensor`)
+    sizes: list[int] | None = None  # each string's length before it was cut
 
 
 def _shape(buf: memoryview) -> tuple[int, ...]:
@@ -48,12 +49,15 @@ def _shape(buf: memoryview) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def decode_tensor(buf: memoryview) -> Tensor:
+def decode_tensor(buf: memoryview, max_string: int | None = None) -> Tensor:
+    """A TensorProto; strings longer than ``max_string`` bytes are cut there (a text or image of
+    gigabytes is never copied whole: it is over every limit anyway)."""
     shape: tuple[int, ...]
     content: bytes | None
     dtype, shape, content = 0, (), None
     typed: list = []
     strings: list[bytes] = []
+    sizes: list[int] = []
     for field, wt, value in iter_fields(buf):
         if field == 1 and wt == 0:
             dtype = int(value)
@@ -62,14 +66,15 @@ def decode_tensor(buf: memoryview) -> Tensor:
         elif field == 4 and wt == LEN:
             content = bytes(value)
         elif field == 8 and wt == LEN:
-            strings.append(bytes(value))
+            sizes.append(len(value))  # type: ignore[arg-type]
+            strings.append(bytes(value[:max_string] if max_string is not None else value))  # type: ignore[index]
         elif field in _TYPED_FIELDS:
             typed.extend(packed(value, wt, _TYPED_FIELDS[field]))
     size = int(np.prod(shape)) if shape else 1
     if any(d < 0 for d in shape):
         raise WireError(f"negative dimension in tensor shape {shape}")
     if dtype == DT_STRING:
-        return Tensor(dtype, shape, None, strings)
+        return Tensor(dtype, shape, None, strings, sizes)
     if content is not None:
         np_dtype = _CONTENT_DTYPES.get(dtype)
         if np_dtype is None:
