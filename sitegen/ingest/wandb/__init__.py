@@ -241,7 +241,14 @@ def _flat_numbers(obj: Any, prefix: str, out: list[tuple[str, float]]) -> None:
 
 
 def _history(
-    buf: np.ndarray, spans: fast.Fields, picked: np.ndarray, state: _State, path: str, offsets: np.ndarray, problems: list[Problem]
+    buf: np.ndarray,
+    spans: fast.Fields,
+    picked: np.ndarray,
+    state: _State,
+    path: str,
+    offsets: np.ndarray,
+    problems: list[Problem],
+    raw: bytes | None,
 ) -> None:
     """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields)."""
     hist = fast.walk(buf, spans.start[picked], spans.stop[picked])
@@ -287,7 +294,7 @@ def _history(
     for i in np.flatnonzero(interleaved).tolist():  # key fields around the value: named one by one
         name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
         code[i] = state.code(name) if name else -1
-    values, numeric = fast.numbers(buf, vs, np.maximum(ve, vs))
+    values, numeric = fast.numbers(buf, vs, np.maximum(ve, vs), raw)
     numeric &= ok
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
@@ -331,7 +338,7 @@ def _tag_code(state: _State, raw: bytes) -> int:
     return state.code(name) if name else -1
 
 
-def _decode(buf: np.ndarray, path: str, state: _State, problems: list[Problem], recs: Any) -> None:
+def _decode(raw: bytes, path: str, state: _State, problems: list[Problem], recs: Any) -> None:
     top = fast.walk(recs.buf, recs.start, recs.end)
     buf = recs.buf
     bad = np.flatnonzero(top.broken)
@@ -340,22 +347,22 @@ def _decode(buf: np.ndarray, path: str, state: _State, problems: list[Problem], 
     fine = ~top.broken[top.owner]
     hist = np.flatnonzero(fine & (top.number == HISTORY) & (top.wire == LEN))
     if len(hist):
-        _history(buf, top, hist, state, path, recs.offset, problems)
+        _history(buf, top, hist, state, path, recs.offset, problems, raw if len(raw) == len(buf) else None)
     others = np.flatnonzero(fine & np.isin(top.number, (SUMMARY, CONFIG, RUN, EXIT, ENVIRONMENT)) & (top.wire == LEN))
     summaries = others[top.number[others] == SUMMARY]
     _summary(buf, top, summaries, state)
     for i in others[top.number[others] != SUMMARY].tolist():
-        raw = memoryview(buf[top.start[i] : top.stop[i]].tobytes())
+        msg = memoryview(buf[top.start[i] : top.stop[i]].tobytes())
         try:
             num = int(top.number[i])
             if num == CONFIG:
-                _config(raw, state)
+                _config(msg, state)
             elif num == RUN:
-                _run_record(raw, state)
+                _run_record(msg, state)
             elif num == ENVIRONMENT:
-                _environment(raw, state.meta)
+                _environment(msg, state.meta)
             elif num == EXIT:
-                state.exit = _exit(raw)
+                state.exit = _exit(msg)
         except WireError as exc:
             problems.append(Problem(path, int(recs.offset[top.owner[i]]), "bad-record", f"record not well-formed ({exc}); skipped"))
 
@@ -423,7 +430,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         recs = frame_records(buf, str(path), options.verify, raw)
         run.problems += recs.problems
         run.files.append(SourceFile(path, len(buf), recs.intact))
-        _decode(buf, str(path), state, run.problems, recs)
+        _decode(raw, str(path), state, run.problems, recs)
     _finish(run, state)
     return run
 

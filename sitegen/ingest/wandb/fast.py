@@ -64,26 +64,43 @@ class Fields:
 
 
 def _fields_at(buf: np.ndarray, p: np.ndarray, lim: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(number, wire type, start, stop, varint value, ok) of the field at each ``p``. A short
-    LEN field (tag of one or two bytes, length under 128: nearly all of them here) takes one
-    step; the others go through :func:`varints`."""
+    """(number, wire type, start, stop, varint value, ok) of the field at each ``p``. Tags of
+    one or two bytes (every field of these messages) are read in one step, and so are LEN
+    lengths under 128; varint values and longer lengths go through :func:`varints`."""
     top = len(buf) - 1
     t0 = buf[np.minimum(p, top)].astype(np.int64)
     t1 = buf[np.minimum(p + 1, top)].astype(np.int64)
-    t2 = buf[np.minimum(p + 2, top)].astype(np.int64)
     one = t0 < 0x80
     key = np.where(one, t0, (t0 & 0x7F) | (t1 << 7))
-    length = np.where(one, t1, t2)
-    s = p + np.where(one, 2, 3)
-    e = s + length
-    short = (one | (t1 < 0x80)) & ((key & 7) == LEN) & (length < 0x80) & (key >= 8) & (s <= lim) & (e <= lim)
+    after = p + np.where(one, 1, 2)
     number, wire = key >> 3, key & 7
+    ok = (one | (t1 < 0x80)) & (after <= lim) & (number > 0)
+    length = np.where(one, t1, buf[np.minimum(p + 2, top)].astype(np.int64))
+    s = after + 1
+    e = s + length
     val = np.zeros(len(p), np.uint64)
-    ok = short.copy()
-    rest = np.flatnonzero(~short)
-    if len(rest):
-        n2, w2, s2, e2, v2, ok2 = _general(buf, p[rest], lim[rest])
-        number[rest], wire[rest], s[rest], e[rest], val[rest], ok[rest] = n2, w2, s2, e2, v2, ok2
+    is_len = ok & (wire == LEN)
+    short = is_len & (length < 0x80)
+    long_len = np.flatnonzero(is_len & ~short)
+    if len(long_len):
+        ln, a2, ok2 = varints(buf, after[long_len], lim[long_len])
+        s[long_len] = a2
+        e[long_len] = a2 + np.minimum(ln, np.uint64(2**62)).astype(np.int64)
+        ok[long_len] &= ok2
+    var = np.flatnonzero(ok & (wire == VARINT))
+    if len(var):
+        v, a2, ok2 = varints(buf, after[var], lim[var])
+        val[var], s[var], e[var] = v, a2, a2
+        ok[var] &= ok2
+    fixed = ok & ((wire == I64) | (wire == I32))
+    s[fixed] = after[fixed]
+    e[fixed] = after[fixed] + np.where(wire[fixed] == I64, 8, 4)
+    ok &= (wire == LEN) | (wire == VARINT) | fixed
+    ok &= e <= lim
+    odd = np.flatnonzero(~(one | (t1 < 0x80)) & (p < lim))
+    if len(odd):  # tags of three bytes or more (field numbers >= 2048)
+        n2, w2, s2, e2, v2, ok2 = _general(buf, p[odd], lim[odd])
+        number[odd], wire[odd], s[odd], e[odd], val[odd], ok[odd] = n2, w2, s2, e2, v2, ok2
     return number, wire, s, e, val, ok
 
 
@@ -202,29 +219,25 @@ def key_codes(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.
     return codes, names
 
 
-def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(value, is a number) of the JSON texts ``buf[start:stop]``: numbers, ``NaN`` and
-    ``[-]Infinity`` parsed by one numpy cast; anything else (objects, strings, bools) not."""
+    ``[-]Infinity``; anything else (objects, strings, bools) not. ``raw``: ``buf`` as bytes."""
     n = len(start)
     out = np.full(n, np.nan)
     if not n:
         return out, np.zeros(0, bool)
     length = stop - start
     first = buf[np.minimum(start, len(buf) - 1)]
-    numeric = (
-        (length > 0)
-        & (length <= 32)
-        & (((first >= ord("0")) & (first <= ord("9"))) | (first == ord("-")) | (first == ord("N")) | (first == ord("I")))
-    )
+    numeric = (length > 0) & (((first >= ord("0")) & (first <= ord("9"))) | (first == ord("-")) | (first == ord("N")) | (first == ord("I")))
     idx = np.flatnonzero(numeric)
     if not len(idx):
         return out, numeric
-    width = -(-int(length[idx].max()) // 8) * 8
-    texts = _matrix(buf, start[idx], length[idx], width).view(f"S{width}").ravel()
-    try:
-        out[idx] = texts.astype(np.float64)
+    data = buf.tobytes() if raw is None else raw
+    texts = list(map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist())))
+    try:  # float() reads JSON numbers, NaN and Infinity; one C loop over the texts
+        out[idx] = np.fromiter(map(float, texts), np.float64, len(texts))
     except ValueError:  # one that is not a number after all: one at a time
-        for k, t in zip(idx.tolist(), texts.tolist()):
+        for k, t in zip(idx.tolist(), texts):
             try:
                 out[k] = float(t)
             except ValueError:
