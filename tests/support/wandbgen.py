@@ -188,3 +188,35 @@ def reference(paths: list[Path]) -> dict:
                 exit_code = r.exit.exit_code
     config.pop("_wandb", None)
     return {"rows": rows, "config": config, "summary": summary, "run": run, "exit": exit_code}
+
+
+def _field(num: int, payload: bytes | str | int) -> bytes:
+    """One protobuf field: an int as a varint, bytes or str as length-delimited."""
+    if isinstance(payload, int):
+        return _varint(num << 3) + _varint(payload)
+    data = payload.encode("utf-8") if isinstance(payload, str) else payload
+    return _varint(num << 3 | 2) + _varint(len(data)) + data
+
+
+def _item(key: str | list[str], value_json: str) -> bytes:
+    keys = _field(1, key) if isinstance(key, str) else b"".join(_field(2, k) for k in key)
+    return keys + _field(16, value_json)
+
+
+def hand_made(path: Path, strings: list[str]) -> None:
+    """A small run file built field by field (no wandb needed) whose names, notes, tags, config
+    and summary keys and values are ``strings`` (hostile ones, for the XSS test)."""
+    s = (strings * 6)[:6]
+    config = _field(1, _item(s[0], json.dumps(s[1])))
+    run = b"".join(
+        [_field(1, "hostile"), _field(3, s[1]), _field(4, config), _field(8, s[0]), _field(9, s[2]), _field(10, s[3]), _field(13, s[4])]
+        + [_field(21, _field(1, s[1]) + _field(2, s[0]))]
+    )
+    records = [_field(1, 1) + _field(17, run), _field(1, 2) + _field(26, _field(1, s[3]) + _field(6, s[0]))]
+    for step in range(3):
+        items = [_item([s[0]], str(step)), _item(s[1], "2.5"), _item([s[3], s[4]], "NaN"), _item("_step", str(step))]
+        records.append(_field(1, 3 + step) + _field(2, b"".join(_field(1, i) for i in items)))
+    records.append(_field(1, 9) + _field(3, _field(1, _item(s[3], json.dumps(s[0])))))
+    records.append(_field(1, 10) + _field(18, _field(1, 0)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(frame(records))
