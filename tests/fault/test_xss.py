@@ -120,7 +120,7 @@ def test_every_file_stays_inside_the_output(hostile_site):
     assert len(files) > 10
     # every run got its own page: the nested a/b and a_b did not collide
     pages = [p for p in files if p.name == "index.html" and p.parent.parent.name == "runs"]
-    assert len(pages) == result.runs == len(NAMES) + 2 + 4  # + the tracker runs
+    assert len(pages) == result.runs == len(NAMES) + 2 + 5  # + the tracker runs
 
 
 def _hostile_scripts(text: str) -> list[str]:

@@ -194,3 +194,24 @@ def test_a_copied_run_file_alone_is_a_run(archive: Path, tmp_path: Path):
     shutil.copy(first_file(archive), folder / "run-rich01.wandb")
     found = scan(tmp_path)
     assert [(s.name, s.format) for s in found] == [("loose", "wandb")]
+
+
+def test_summary_and_config_removes_fold_in_order(tmp_path: Path):
+    """Updates then removes, over several records (laid out field by field as wandb does)."""
+    f, item = wandbgen._field, wandbgen._item
+    recs = [
+        f(1, 1) + f(17, f(1, "r") + f(4, f(1, item("a", "1")) + f(1, item(["b", "c"], '"x"')))),
+        f(1, 2) + f(3, f(1, item(["s"], "1.5")) + f(1, item(["t", "u"], "NaN")) + f(1, item("gone", "2"))),
+        f(1, 3) + f(5, f(2, item(["b", "c"], ""))),  # config remove b.c
+        f(1, 4) + f(3, f(2, f(2, "gone"))),  # summary remove (nested key form)
+        f(1, 5) + f(3, f(1, item(["s"], "2.5"))),
+    ]
+    path = tmp_path / "run-r.wandb"
+    path.write_bytes(wandbgen.frame(recs))
+    run = one(path)
+    assert run.problems == []
+    assert run.hparams == {"a": 1.0, "b": "{}"}  # (an emptied section, as wandb leaves it)
+    summary = {k: v for k, v in run.meta.items() if k.startswith("summary.")}
+    assert summary == {"summary.s": "2.5", "summary.t.u": "NaN"}
+    ref = wandbgen.reference([path])
+    assert ref["config"] == {"a": 1, "b": {}} and set(ref["summary"]) == {"s", "t.u"}

@@ -269,27 +269,12 @@ def _history(
         nums = sf.pick(1, fast.VARINT)
         steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
     it = hist.pick(1)
-    items = fast.walk(buf, hist.start[it], hist.stop[it])
     row = hist.owner[it]  # history record of each item
-    keyf = np.flatnonzero(((items.number == 1) | (items.number == 2)) & (items.wire == LEN))
-    valf = items.pick(16)
-    m = len(it)
-    ks, ke = np.zeros(m, np.int64), np.zeros(m, np.int64)
-    has_key = np.zeros(m, bool)
-    if len(keyf):
-        own = items.owner[keyf]
-        firsts = np.concatenate([[True], own[1:] != own[:-1]])
-        lasts = np.concatenate([own[1:] != own[:-1], [True]])
-        ks[own[firsts]] = items.tag_at[keyf[firsts]]
-        ke[own[lasts]] = items.stop[keyf[lasts]]
-        has_key[own] = True
-    vs, ve = np.zeros(m, np.int64), np.full(m, -1, np.int64)
-    vs[items.owner[valf]], ve[items.owner[valf]] = items.start[valf], items.stop[valf]  # the last one wins
-    ok = has_key & (ve >= 0) & ~items.broken
+    ks, ke, vs, ve, ok = _item_spans(buf, hist.start[it], hist.stop[it])
     interleaved = ok & (vs >= ks) & (vs < ke)
     codes, names = fast.key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
     tag_of = np.array([_tag_code(state, b) for b in names] + [-1], np.int64)
-    code = np.full(m, -1, np.int64)
+    code = np.full(len(it), -1, np.int64)
     code[ok & ~interleaved] = tag_of[codes]
     for i in np.flatnonzero(interleaved).tolist():  # key fields around the value: named one by one
         name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
@@ -330,6 +315,32 @@ def _history(
     state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)]))
 
 
+def _item_spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of items: the common layout in one
+    pass (:func:`fast.items`), the others walked field by field."""
+    ks, ke, vs, ve, ok = fast.items(buf, start, stop)
+    ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
+    odd = np.flatnonzero(~ok)
+    if len(odd):
+        m = len(odd)
+        items = fast.walk(buf, start[odd], stop[odd])
+        keyf = np.flatnonzero(((items.number == 1) | (items.number == 2)) & (items.wire == LEN))
+        valf = items.pick(16)
+        has_key = np.zeros(m, bool)
+        if len(keyf):
+            own = items.owner[keyf]
+            firsts = np.concatenate([[True], own[1:] != own[:-1]])
+            lasts = np.concatenate([own[1:] != own[:-1], [True]])
+            ks[odd[own[firsts]]] = items.tag_at[keyf[firsts]]
+            ke[odd[own[lasts]]] = items.stop[keyf[lasts]]
+            has_key[own] = True
+        got_value = np.zeros(m, bool)
+        got_value[items.owner[valf]] = True
+        vs[odd[items.owner[valf]]], ve[odd[items.owner[valf]]] = items.start[valf], items.stop[valf]  # the last one wins
+        ok[odd] = has_key & got_value & ~items.broken
+    return ks, ke, vs, ve, ok
+
+
 def _tag_code(state: _State, raw: bytes) -> int:
     try:
         name = key_name(raw)
@@ -339,7 +350,7 @@ def _tag_code(state: _State, raw: bytes) -> int:
 
 
 def _decode(raw: bytes, path: str, state: _State, problems: list[Problem], recs: Any) -> None:
-    top = fast.walk(recs.buf, recs.start, recs.end)
+    top = fast.records(recs.buf, recs.start, recs.end)
     buf = recs.buf
     bad = np.flatnonzero(top.broken)
     if len(bad):
@@ -373,36 +384,33 @@ def _summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: _Stat
         return
     msgs = fast.walk(buf, top.start[picked], top.stop[picked])
     ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
-    items = fast.walk(buf, msgs.start[ops], msgs.stop[ops])
-    keyf = np.flatnonzero(((items.number == 1) | (items.number == 2)) & (items.wire == LEN))
-    if not len(keyf):
+    ks, ke, vs, ve, ok = _item_spans(buf, msgs.start[ops], msgs.stop[ops])
+    removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
+    ks[removes], ke[removes], ok[removes] = msgs.start[ops[removes]], msgs.stop[ops[removes]], True
+    idx = np.flatnonzero(ok)
+    if not len(idx):
         return
-    m = len(ops)
-    own = items.owner[keyf]
-    firsts = np.concatenate([[True], own[1:] != own[:-1]])
-    lasts = np.concatenate([own[1:] != own[:-1], [True]])
-    ks, ke = np.zeros(m, np.int64), np.zeros(m, np.int64)
-    ks[own[firsts]], ke[own[lasts]] = items.tag_at[keyf[firsts]], items.stop[keyf[lasts]]
-    has = np.zeros(m, bool)
-    has[own] = True
-    idx = np.flatnonzero(has)
     codes, names = fast.key_codes(buf, ks[idx], ke[idx])
-    found, from_end = np.unique(codes[::-1], return_index=True)
-    for k, j in zip(found.tolist(), (len(codes) - 1 - from_end).tolist()):  # per key, its last operation
-        op = int(idx[j])
+    label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
+    ids: dict[str, int] = {}
+    for raw_key in names:
         try:
-            name = key_name(names[k])
+            name = key_name(raw_key) or ""
         except WireError:
-            continue
+            name = ""
+        label.append(ids.setdefault(name, len(ids)))
+    by_name = np.array(label, np.int64)[codes]
+    found, from_end = np.unique(by_name[::-1], return_index=True)
+    named = list(ids)
+    for k, j in zip(found.tolist(), (len(by_name) - 1 - from_end).tolist()):  # per key, its last operation
+        op = int(idx[j])
+        name = named[k]
         if not name:
             continue
         if msgs.number[ops[op]] == 2:
             state.summary.pop(name, None)
             continue
-        value = ""
-        for n2, w2, v2 in iter_fields(memoryview(buf[msgs.start[ops[op]] : msgs.stop[ops[op]]].tobytes())):
-            if n2 == 16 and w2 == LEN:
-                value = _text(v2)
+        value = buf[vs[op] : ve[op]].tobytes().decode("utf-8", errors="replace")
         state.summary[name] = value
 
 

@@ -243,3 +243,73 @@ def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | N
             except ValueError:
                 numeric[k] = False
     return out, numeric
+
+
+def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, position after, ok) of varints of at most ``most`` bytes, without a loop per byte
+    count: each byte's continuation bit says whether the next one belongs."""
+    top = len(buf) - 1
+    value = np.zeros(len(p), np.int64)
+    going = np.ones(len(p), bool)
+    end = p.copy()
+    for i in range(most):
+        b = buf[np.minimum(p + i, top)].astype(np.int64)
+        value |= np.where(going, (b & 0x7F) << (7 * i), 0)
+        end += going
+        going &= b >= 0x80
+    return value, end, ~going
+
+
+def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
+    """The top-level fields of ``wandb_internal.Record`` messages. Most records are ``num`` then
+    one length-delimited field with a one-byte tag that runs to the end: read in one step each;
+    the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
+    top = len(buf) - 1
+    first = buf[np.minimum(start, top)]
+    _, after, ok = _short_varint(buf, start + 1, 5)
+    tag = buf[np.minimum(after, top)].astype(np.int64)
+    length, s, ok2 = _short_varint(buf, after + 1, 3)
+    fast = (first == 0x08) & ok & ok2 & (tag < 0x80) & ((tag & 7) == LEN) & (s + length == stop) & (start < stop)
+    slow = np.flatnonzero(~fast)
+    rest = walk(buf, start[slow], stop[slow])
+    keep = rest.number != 1
+    quick = np.flatnonzero(fast)
+    n = len(quick)
+    z = np.zeros(n, np.int64)
+    owner = np.concatenate([quick, slow[rest.owner[keep]]])
+    order = np.argsort(owner, kind="stable")
+    cols = [
+        owner,
+        np.concatenate([tag[quick] >> 3, rest.number[keep]]),
+        np.concatenate([z + LEN, rest.wire[keep]]),
+        np.concatenate([after[quick], rest.tag_at[keep]]),
+        np.concatenate([s[quick], rest.start[keep]]),
+        np.concatenate([stop[quick], rest.stop[keep]]),
+        np.concatenate([np.zeros(n, np.uint64), rest.value[keep]]),
+    ]
+    broken = np.zeros(len(start), bool)
+    broken[slow] = rest.broken
+    c = [col[order] for col in cols]
+    return Fields(c[0], c[1], c[2], c[3], c[4], c[5], c[6], broken)
+
+
+def items(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of ``HistoryItem``/``SummaryItem``
+    messages: up to three key fields (``key`` or ``nested_key``, under 128 bytes each), then
+    ``value_json`` (under 128 bytes) to the end, as the writers lay them out, in one pass;
+    ``ok`` false for any other layout (the caller walks those)."""
+    top = len(buf) - 1
+    p = start.copy()
+    keys = np.zeros(len(start), np.int64)
+    going = np.ones(len(start), bool)
+    for _ in range(3):
+        t = buf[np.minimum(p, top)]
+        ln = buf[np.minimum(p + 1, top)].astype(np.int64)
+        step = going & ((t == 0x0A) | (t == 0x12)) & (ln < 0x80) & (p + 2 + ln <= stop)
+        p = np.where(step, p + 2 + ln, p)
+        keys += step
+        going &= step
+    t0, t1 = buf[np.minimum(p, top)], buf[np.minimum(p + 1, top)]
+    vlen = buf[np.minimum(p + 2, top)].astype(np.int64)
+    ok = (keys > 0) & (t0 == 0x82) & (t1 == 0x01) & (vlen < 0x80) & (p + 3 + vlen == stop)
+    return start, p, p + 3, stop, ok
