@@ -215,3 +215,19 @@ def test_summary_and_config_removes_fold_in_order(tmp_path: Path):
     assert summary == {"summary.s": "2.5", "summary.t.u": "NaN"}
     ref = wandbgen.reference([path])
     assert ref["config"] == {"a": 1, "b": {}} and set(ref["summary"]) == {"s", "t.u"}
+
+
+def test_a_live_file_between_two_writes_is_no_problem(archive: Path, tmp_path: Path):
+    """wandb's writer writes a block as soon as it is full and the rest of a record at its next
+    flush: a live file can end after whole chunks of a record. That is no damage (a nightly
+    ``--strict`` build of a live archive passes); the records before it are read."""
+    payloads = wandbgen.records(first_file(archive).read_bytes())
+    whole = wandbgen.frame(payloads[:40] + [wandbgen.filler(50_000)])  # spans two blocks
+    cut = wandbgen.BLOCK  # after the FIRST chunk that fills block 0
+    path = tmp_path / "run-x.wandb"
+    path.write_bytes(whole[:cut])
+    assert [k for _, k, _ in wandbgen.chunks(whole[:cut])][-1] == 2
+    run = one(path)
+    assert run.problems == [] and run.meta["status"] == "RUNNING"
+    assert_rows(rows(run), wandbgen.reference([path])["rows"])
+    assert run.scalars.num_rows > 0 and run.files[0].decoded_bytes < cut

@@ -21,6 +21,7 @@ record fills what an earlier left empty; its exit record wins).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -38,6 +39,7 @@ from sitegen.ingest.wandb import fast
 from sitegen.ingest.wandb.frames import frame_records
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
+log = logging.getLogger(__name__)
 FORMAT = "wandb"
 RUN_DIR = re.compile(r"(?:offline-)?run-(\d{8}_\d{6})-([A-Za-z0-9_-]+)")
 RUN_FILE = re.compile(r"run-([A-Za-z0-9_-]+)\.wandb")
@@ -279,8 +281,10 @@ def _history(
     for i in np.flatnonzero(interleaved).tolist():  # key fields around the value: named one by one
         name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
         code[i] = state.code(name) if name else -1
-    values, numeric = fast.numbers(buf, vs, np.maximum(ve, vs), raw)
-    numeric &= ok
+    skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
+    wanted = np.flatnonzero(ok & (code >= 0) & ~np.isin(code, skip))  # (not parsed: values never shown)
+    values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
+    values[wanted], numeric[wanted] = fast.numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
         c = state.tags.get(name)
@@ -437,6 +441,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         buf = np.frombuffer(raw, np.uint8)
         recs = frame_records(buf, str(path), options.verify, raw)
         run.problems += recs.problems
+        if recs.open_at is not None:
+            log.info("%s: offset %d: a record still being written (read once complete)", path, recs.open_at)
         run.files.append(SourceFile(path, len(buf), recs.intact))
         _decode(raw, str(path), state, run.problems, recs)
     _finish(run, state)

@@ -8,8 +8,11 @@ the type byte and the payload. A record is one FULL chunk, or FIRST, MIDDLE..., 
 Why blocks at once: every block starts with a chunk header, so the chunks of all blocks are
 found in lockstep (one numpy step per chunk of the fullest block, not one Python step per
 chunk). Damage policy (the crash rule): reading stops at the first damaged chunk and keeps every
-record before it; a file that ends inside a chunk or a record is ``truncated`` (still being
-written, or killed); a bad checksum, length or type is ``bad-crc``/``bad-record`` there.
+record before it; a file that ends inside a chunk is ``truncated`` (a torn write: killed, or a
+write in progress), a bad checksum, length or type is ``bad-crc``/``bad-record`` there. A file
+that ends after whole chunks of an unfinished record is no damage: wandb's writer writes a full
+block at once and the rest of the record at its next flush, so a live run looks like that
+(``Records.open_at``; the reader logs it and the run stays RUNNING, ``--strict`` builds pass).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Records:
     offset: np.ndarray
     intact: int = 0  # file offset just past the last complete record
     problems: list[Problem] = field(default_factory=list)
+    open_at: int | None = None  # a record whose chunks so far are whole starts here: still being written
 
 
 def _chunks(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str]:
@@ -131,12 +135,13 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
         if int(offs[w]) < stop_at or stop_kind == "":
             stop_at, stop_kind = int(offs[w]), "sequence"
         offs, lens, kinds, state = offs[:w], lens[:w], kinds[:w], state[:w]
-    # a record left open at the end: not written yet (or cut there by the damage found)
+    # a record left open after whole chunks: wandb's writer is between two writes (it writes a
+    # block as soon as it is full, the rest of the record at its next flush): not damage
     open_from = len(kinds)
     if len(state) and state[-1] == 1:
         open_from = int(np.flatnonzero(kinds == FIRST)[-1])
         if not stop_kind:
-            stop_at, stop_kind = int(offs[open_from]), "truncated"
+            out.open_at = int(offs[open_from])
     full = np.flatnonzero(kinds[:open_from] == FULL)
     starts, ends, where = [offs[full] + CHUNK], [offs[full] + CHUNK + lens[full]], [offs[full]]
     firsts = np.flatnonzero(kinds[:open_from] == FIRST)
