@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 
@@ -232,16 +233,23 @@ def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | N
     idx = np.flatnonzero(numeric)
     if not len(idx):
         return out, numeric
+    lens = length[idx]
+    ends = np.cumsum(lens)
+    if ends[-1] < 2**31:  # the texts back to back, parsed by Arrow's cast (correctly rounded, NaN/Infinity too)
+        text = buf[np.arange(ends[-1]) - np.repeat(ends - lens - start[idx], lens)]
+        offsets = np.concatenate([[0], ends]).astype(np.int32)
+        try:
+            arr = pa.StringArray.from_buffers(len(idx), pa.py_buffer(offsets), pa.py_buffer(text))
+            out[idx] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            return out, numeric
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+            pass  # one that is not a number after all: one at a time below
     data = buf.tobytes() if raw is None else raw
-    texts = list(map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist())))
-    try:  # float() reads JSON numbers, NaN and Infinity; one C loop over the texts
-        out[idx] = np.fromiter(map(float, texts), np.float64, len(texts))
-    except ValueError:  # one that is not a number after all: one at a time
-        for k, t in zip(idx.tolist(), texts):
-            try:
-                out[k] = float(t)
-            except ValueError:
-                numeric[k] = False
+    for k, t in zip(idx.tolist(), map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist()))):
+        try:
+            out[k] = float(t)
+        except ValueError:
+            numeric[k] = False
     return out, numeric
 
 
