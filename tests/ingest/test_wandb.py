@@ -97,6 +97,8 @@ def test_every_value_equals_wandbs_own_reading(archive: Path):
     assert run.meta["tag:host"] == info["host"] and float(run.meta["start_time"]) == info["start_time"]
     assert run.meta["status"] == "FINISHED" and run.meta["exit_code"] == str(ref["exit"]) == "0"
     assert "tag:python" in run.meta  # the environment record (wandb >= 0.19)
+    assert_images(run, source.directory, ref)
+    assert not any(t.startswith("sample.") for t in tags)  # an image's leaf items are not charts
 
 
 def test_a_wandb_016_file(tmp_path: Path):
@@ -108,6 +110,15 @@ def test_a_wandb_016_file(tmp_path: Path):
     assert_rows(rows(run), ref["rows"])
     assert {"nested.x", "nested.y"} <= {r[0] for r in ref["rows"]}
     assert run.hparams["opt.name"] == "adam" and run.meta["title"] == ref["run"]["display_name"]
+    assert_images(run, path.parent, ref)
+
+
+def assert_images(run, folder: Path, ref: dict) -> None:
+    """The images the history names, each the bytes of its file, at its row's step."""
+    assert len(ref["images"]) == 2
+    got = [(i.tag, i.step, i.mime, i.data) for i in run.images]
+    want = [(t, s, "image/png", (folder / "files" / p).read_bytes()) for t, s, p in ref["images"]]
+    assert got == want
 
 
 def cut_points(data: bytes) -> list[int]:

@@ -23,13 +23,15 @@ HOSTILE = '<img src=x onerror=alert(1)>/"loss"\n../'
 
 SCRIPT = textwrap.dedent(
     """
-    import math, sys, time, wandb
+    import math, sys, time, numpy as np, wandb
     root = sys.argv[1]
     run = wandb.init(mode="offline", dir=root, project="proj <b>", name="rich <script>x</script>", id="rich01",
                      notes="**notes** <img src=x>", tags=["a", "<b>"], config={"lr": 0.1, "opt": {"name": "adam", "betas": [0.9, 0.99]}, "drop": 1})
     for i in range(300):
         row = {"loss": 1.0 / (i + 1), "acc/top1": i * 0.01, "nested": {"x": i, "y": float("nan")}, "inf": float("inf"),
                "neg": -float("inf"), "big": 10 ** 30, %(hostile)r: i, "text": "not a number", "flag": True}
+        if i in (5, 7):
+            row["sample"] = wandb.Image(np.full((4, 5, 3), 30 * i, np.uint8))
         run.log(row)
     run.log({"loss": 0.5}, step=400)
     run.config.update({"extra": 3})
@@ -124,7 +126,7 @@ def reference(paths: list[Path]) -> dict:
     in file order, config, summary, run fields, exit code."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    rows, config, summary, run, exit_code = [], {}, {}, {}, None
+    rows, config, summary, run, exit_code, images = [], {}, {}, {}, None, []
 
     def name(item) -> str:
         return ".".join(item.nested_key) if item.nested_key else item.key
@@ -160,8 +162,15 @@ def reference(paths: list[Path]) -> dict:
                 values = {name(it): json.loads(it.value_json) for it in r.history.item}
                 step = values.get("_step", r.history.step.num)
                 wall = values.get("_timestamp", float("nan"))
+                typed = [k[: -len("._type")] for k in values if k.endswith("._type")]  # media as leaf items (0.2x)
                 for key, v in values.items():
+                    if isinstance(v, dict) and v.get("_type") == "image-file":  # media as one dict (0.16)
+                        images.append((key, int(step), v["path"]))
                     if key in ("_step", "_timestamp", "_runtime") or key.startswith("_wandb"):
+                        continue
+                    if any(key.startswith(t + ".") for t in typed):
+                        if key.endswith(".path") and values.get(key[: -len("path")] + "_type") == "image-file":
+                            images.append((key[: -len(".path")], int(step), v))
                         continue
                     out = []
                     leaves(v, key, out)
@@ -187,7 +196,7 @@ def reference(paths: list[Path]) -> dict:
             elif kind == "exit":
                 exit_code = r.exit.exit_code
     config.pop("_wandb", None)
-    return {"rows": rows, "config": config, "summary": summary, "run": run, "exit": exit_code}
+    return {"rows": rows, "config": config, "summary": summary, "run": run, "exit": exit_code, "images": images}
 
 
 def _field(num: int, payload: bytes | str | int) -> bytes:

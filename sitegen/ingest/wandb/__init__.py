@@ -33,11 +33,12 @@ import numpy as np
 
 from sitegen.errors import Problem
 from sitegen.ingest.files import problem, read_regular
+from sitegen.ingest.media import image_mime
 from sitegen.ingest.protowire import LEN, VARINT, WireError, iter_fields, to_int64
 from sitegen.ingest.values import grouped_table, summary_text
 from sitegen.ingest.wandb import fast
 from sitegen.ingest.wandb.frames import frame_records
-from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
+from sitegen.model import Image, ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 log = logging.getLogger(__name__)
 FORMAT = "wandb"
@@ -98,6 +99,7 @@ class _State:
     meta: dict[str, str] = field(default_factory=dict)
     exit: tuple[int, int] | None = None
     start: float | None = None
+    media: list[tuple[str, int, float, str]] = field(default_factory=list)  # (tag, step, wall, file name) of images
 
     def code(self, name: str) -> int:
         return self.tags.setdefault(name, len(self.tags))
@@ -300,6 +302,16 @@ def _history(
     system = np.array([state.tags.get(s, -2) for s in SYSTEM])
     keep = numeric & (code >= 0) & ~np.isin(code, system)
     keep &= ~np.isin(code, [c for t, c in state.tags.items() if t.startswith("_wandb")])
+    # media and tables (wandb >= 0.2x logs them as leaf items beside a ``<key>._type``): not charts
+    typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
+    parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
+    keep &= ~np.isin(code, list(parts.values()))
+    for tag in typed:
+        c = state.tags.get(tag + ".path")
+        for i in np.flatnonzero(code == c).tolist() if c is not None else []:
+            _media_item(
+                state, tag, int(steps[row[i]]), float(walls[row[i]]), _json(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
+            )
     sel = np.flatnonzero(keep)
     extra_c, extra_r, extra_v = [], [], []
     lead = buf[np.minimum(vs, len(buf) - 1)]
@@ -308,6 +320,8 @@ def _history(
         leaves: list[tuple[str, float]] = []
         name = next(t for t, c in state.tags.items() if c == code[i])
         _flat_numbers(obj, name, leaves)
+        if isinstance(obj, dict) and obj.get("_type") == "image-file":  # wandb 0.16: the item is the dict
+            _media_item(state, name, int(steps[row[i]]), float(walls[row[i]]), obj.get("path"))
         for leaf, number in leaves:
             extra_c.append(state.code(leaf))
             extra_r.append(int(row[i]))
@@ -343,6 +357,44 @@ def _item_spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[n
         vs[odd[items.owner[valf]]], ve[odd[items.owner[valf]]] = items.start[valf], items.stop[valf]  # the last one wins
         ok[odd] = has_key & got_value & ~items.broken
     return ks, ke, vs, ve, ok
+
+
+MEDIA_NAME = re.compile(r"media/images/([A-Za-z0-9_.\-]+)")
+
+
+def _media_item(state: _State, tag: str, step: int, wall: float, path: Any) -> None:
+    """An image a history row names (its file under ``files/media/images/``): only the file
+    name is kept, and only when it is a plain name; the file is found by listing that folder."""
+    m = MEDIA_NAME.fullmatch(path) if isinstance(path, str) else None
+    if m and not m.group(1).startswith("."):
+        state.media.append((tag, step, wall, m.group(1)))
+
+
+def _images(run: RunData, state: _State, run_dir: Path, options: ReadOptions) -> None:
+    """The images of ``state.media`` whose files the run folder holds (matched against a listing
+    of ``files/media/images/``, never a path made from the log), real images only."""
+    folder = run_dir / "files" / "media" / "images"
+    try:
+        listed = set(os.listdir(folder))
+    except OSError:
+        listed = set()
+    for tag, step, wall, name in state.media:
+        found = next((n for n in listed if n == name), None)
+        if found is None:
+            continue
+        try:
+            data = read_regular(folder / found, options.roots)
+        except OSError as exc:
+            run.problems.append(problem(folder / found, exc))
+            continue
+        mime = image_mime(data)
+        if mime is None:
+            run.problems.append(Problem(str(folder / found), None, "bad-image", "not a PNG/JPEG/GIF/WebP image; not shown"))
+        elif len(data) > options.max_image_bytes:
+            run.problems.append(Problem(str(folder / found), None, "too-large", f"image of {len(data)} bytes over the limit; not shown"))
+        else:
+            run.images.append(Image(tag, step, wall, data, mime))
+    state.media.clear()
 
 
 def _tag_code(state: _State, raw: bytes) -> int:
@@ -445,6 +497,7 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
             log.info("%s: offset %d: a record still being written (read once complete)", path, recs.open_at)
         run.files.append(SourceFile(path, len(buf), recs.intact))
         _decode(raw, str(path), state, run.problems, recs)
+        _images(run, state, path.parent, options)
     _finish(run, state)
     return run
 
