@@ -31,10 +31,10 @@ READERS: dict[str, ModuleType] = {
     "tfevents": tfevents,
     "visualdl": visualdl,
     "mlflow": mlflow,
-    "wandb": wandb,
     "hftrainer": hftrainer,
     "lightning": lightning,
     "keras": keras,
     "dvclive": dvclive,
+    "wandb": wandb,
     "tabular": tabular,
 }
