@@ -35,7 +35,7 @@ from sitegen.ingest.protowire import LEN, VARINT, WireError, iter_fields, to_int
 from sitegen.ingest.values import grouped_table, summary_text
 from sitegen.ingest.wandb import fast
 from sitegen.ingest.wandb.frames import frame_records
-from sitegen.ingest.wandb.history import State, history, json_value, key_name, summary, text
+from sitegen.ingest.wandb.history import State, fold_summary, history_rows, json_value, key_name, text
 from sitegen.model import Image, ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 log = logging.getLogger(__name__)
@@ -220,10 +220,10 @@ def _decode(raw: bytes, path: str, state: State, problems: list[Problem], recs: 
     fine = ~top.broken[top.owner]
     hist = np.flatnonzero(fine & (top.number == HISTORY) & (top.wire == LEN))
     if len(hist):
-        history(buf, top, hist, state, path, recs.offset, problems, raw if len(raw) == len(buf) else None)
+        history_rows(buf, top, hist, state, path, recs.offset, problems, raw if len(raw) == len(buf) else None)
     others = np.flatnonzero(fine & np.isin(top.number, (SUMMARY, CONFIG, RUN, EXIT, ENVIRONMENT)) & (top.wire == LEN))
     summaries = others[top.number[others] == SUMMARY]
-    summary(buf, top, summaries, state)
+    fold_summary(buf, top, summaries, state)
     for i in others[top.number[others] != SUMMARY].tolist():
         msg = memoryview(buf[top.start[i] : top.stop[i]].tobytes())
         try:

@@ -79,7 +79,7 @@ def flat_numbers(obj: Any, prefix: str, out: list[tuple[str, float]]) -> None:
         out.append((prefix, float(obj) if abs(obj) < 2**1023 else math.copysign(math.inf, obj)))
 
 
-def history(
+def history_rows(
     buf: np.ndarray,
     spans: fast.Fields,
     picked: np.ndarray,
@@ -213,7 +213,7 @@ def tag_code(state: State, raw: bytes) -> int:
     return state.code(name) if name else -1
 
 
-def summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State) -> None:
+def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State) -> None:
     """Summary records folded in order: per key, the last update or remove wins."""
     if not len(picked):
         return
