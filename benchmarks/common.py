@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from sitegen.ingest.tfevents.protowire import encode_varint  # noqa: E402
+from sitegen.ingest.protowire import encode_varint  # noqa: E402
 from sitegen.ingest.tfevents.tfrecord import frame, masked_crc32c  # noqa: E402
 
 CACHE = HERE / ".cache" / "bench"

@@ -267,7 +267,7 @@ def test_jsonl_run_matches_json_module(runs):
 
 #: example projects written by tests/fixtures/trackers/make_fixtures.py with the real packages
 #: (transformers, lightning, keras, dvclive: too heavy to install for make_archive.py)
-TRACKER_PROJECTS = ("hf", "lightning", "keras", "dvclive")
+TRACKER_PROJECTS = ("hf", "lightning", "keras", "dvclive", "wandb")  # committed, written by the real packages
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from sitegen.ingest import dvclive, hftrainer, keras, lightning, mlflow, tabular, tfevents, visualdl
+from sitegen.ingest import dvclive, hftrainer, keras, lightning, mlflow, tabular, tfevents, visualdl, wandb
 
 #: format name -> reader module, in the order the scan asks them (first claim wins); each
 #: module's ``FORMAT`` is its key here (a test holds that)
@@ -35,5 +35,6 @@ READERS: dict[str, ModuleType] = {
     "lightning": lightning,
     "keras": keras,
     "dvclive": dvclive,
+    "wandb": wandb,
     "tabular": tabular,
 }

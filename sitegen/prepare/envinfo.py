@@ -271,7 +271,7 @@ def details(run: SiteRun, other_dirs: frozenset = frozenset(), roots: tuple[str,
     problems: list[Problem] = []
     out = RunDetails(
         environment=environment(data, run.directory, roots, problems),
-        notes=notes(run.directory, roots, problems),
+        notes=notes(run.directory, roots, problems) or run.data.meta.get("notes"),  # (W&B: the run's notes)
         artifacts=artifacts(data, run.directory, sub_dirs, other_dirs, roots, problems),
         scalars=scalar_table(run.name, data, [""] + [_sub_label(run, s) for s in run.sub_runs]),
     )

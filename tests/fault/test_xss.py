@@ -4,6 +4,7 @@ A site is built from such an archive and every page is opened in headless Chromi
 every button, tab and link is clicked. Nothing may set ``window.__xss``, open a dialog, or write
 outside the output folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ from sitegen.pipeline.build import BuildOptions, build
 
 P1 = "<script>window.__xss=1</script>"
 P2 = '"><img src=x onerror="window.__xss=2">'
-P3 = "[click me](javascript:window.__xss=3) [also](JaVaScRiPt:window.__xss=3) <a href=\"javascript:window.__xss=3\">raw</a>"
+P3 = '[click me](javascript:window.__xss=3) [also](JaVaScRiPt:window.__xss=3) <a href="javascript:window.__xss=3">raw</a>'
 P4 = "</script><script>window.__xss=4</script>"
 SEP = "a\u2028b\u2029c"
 TPL = "{{7*7}}"
@@ -88,6 +89,9 @@ def _trackers(arch: Path) -> None:
     (dv / "plots" / "metrics" / f"{P2}.tsv").write_text(f"step\t{P2}\n0\t1.0\n1\t2.0\n")
     (dv / "metrics.json").write_text(json.dumps({P1: 1.0, P4: P2}))
     (dv / "params.yaml").write_text(f"{json.dumps(P1)}: {json.dumps(P4)}\n")
+    from tests.support.wandbgen import hand_made
+
+    hand_made(arch / "wb" / "wandb" / "offline-run-20240101_000000-hostile" / "run-hostile.wandb", [P1, P2, P3, P4, TPL, SEP])
     (dv.parent / "dvc.lock").write_text(
         f"schema: '2.0'\nstages:\n  {json.dumps(P2)}:\n    cmd: {json.dumps(P1)}\n    deps:\n    - path: {json.dumps(P4)}\n      md5: {json.dumps(TPL)}\n"
     )
@@ -116,12 +120,12 @@ def test_every_file_stays_inside_the_output(hostile_site):
     assert len(files) > 10
     # every run got its own page: the nested a/b and a_b did not collide
     pages = [p for p in files if p.name == "index.html" and p.parent.parent.name == "runs"]
-    assert len(pages) == result.runs == len(NAMES) + 2 + 4  # + the tracker runs
+    assert len(pages) == result.runs == len(NAMES) + 2 + 5  # + the tracker runs
 
 
 def _hostile_scripts(text: str) -> list[str]:
     bad = []
-    for needle in ("<script>window.__xss", "<img src=x onerror", "href=\"javascript:", "href='javascript:", "href=javascript:"):
+    for needle in ("<script>window.__xss", "<img src=x onerror", 'href="javascript:', "href='javascript:", "href=javascript:"):
         if needle.lower() in text.lower():
             bad.append(needle)
     return bad

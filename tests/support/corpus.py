@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.ingest import tfevents, visualdl
-from sitegen.ingest.tfevents.protowire import encode_varint
+from sitegen.ingest.protowire import encode_varint
 from sitegen.ingest.tfevents.tfrecord import frame
 from sitegen.model import ReadOptions
 

@@ -11,7 +11,7 @@ import random
 import struct
 from pathlib import Path
 
-from sitegen.ingest.tfevents.protowire import encode_varint
+from sitegen.ingest.protowire import encode_varint
 from sitegen.ingest.tfevents.tfrecord import frame
 
 

@@ -20,9 +20,9 @@ from sitegen.errors import Problem
 from sitegen.ingest import media
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import Release, problem, read_or_map
+from sitegen.ingest.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
 from sitegen.ingest.tfevents import frames as ff
 from sitegen.ingest.tfevents.fast import FastScalars, decode_scalars
-from sitegen.ingest.tfevents.protowire import LEN, WireError, f32, f64, iter_fields, packed, text, to_int64
 from sitegen.ingest.tfevents.tensor import Tensor, decode_tensor
 from sitegen.ingest.tfevents.tfrecord import Framing, iter_records
 from sitegen.model import (

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sitegen.ingest.tfevents.protowire import LEN, WireError, iter_fields, packed
+from sitegen.ingest.protowire import LEN, WireError, iter_fields, packed
 
 DT_STRING = 7
 #: TensorFlow DataType -> numpy dtype of tensor_content (little-endian, row-major).

@@ -1,0 +1,249 @@
+"""What the records of a W&B run file hold: history rows, the summary fold, the run's state.
+
+Split from the reader so each module stays small: the history and summary records are the bulk
+of a file, read with the vectorized walk of :mod:`.fast`; the few others are read one by one
+in :mod:`sitegen.ingest.wandb`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sitegen.errors import Problem
+from sitegen.ingest.protowire import LEN, WireError, iter_fields
+from sitegen.ingest.wandb import fast
+
+SYSTEM = ("_step", "_timestamp", "_runtime")
+
+
+@dataclass
+class State:
+    """What the files of one run add up to, in record order."""
+
+    tags: dict[str, int] = field(default_factory=dict)
+    codes: list[np.ndarray] = field(default_factory=list)
+    steps: list[np.ndarray] = field(default_factory=list)
+    walls: list[np.ndarray] = field(default_factory=list)
+    values: list[np.ndarray] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    exit: tuple[int, int] | None = None
+    start: float | None = None
+    media: list[tuple[str, int, float, str]] = field(default_factory=list)  # (tag, step, wall, file name) of images
+
+    def code(self, name: str) -> int:
+        return self.tags.setdefault(name, len(self.tags))
+
+
+def text(v: Any) -> str:
+    return bytes(v).decode("utf-8", errors="replace") if isinstance(v, memoryview) else ""
+
+
+def key_name(raw: bytes | memoryview) -> str | None:
+    """The name of an item from its key fields: ``nested_key`` parts joined by ``.``, else ``key``."""
+    key, nested = "", []
+    for num, wt, v in iter_fields(raw):
+        if num == 1 and wt == LEN:
+            key = text(v)
+        elif num == 2 and wt == LEN:
+            nested.append(text(v))
+    name = ".".join(nested) if nested else key
+    return name or None
+
+
+def json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def flat_numbers(obj: Any, prefix: str, out: list[tuple[str, float]]) -> None:
+    """Numeric leaves of a nested dict logged as one JSON value (wandb 0.16); media and tables
+    (a ``_type`` key) are not charts."""
+    if isinstance(obj, dict):
+        if "_type" in obj:
+            return
+        for k, v in obj.items():
+            flat_numbers(v, f"{prefix}.{k}", out)
+    elif isinstance(obj, float):
+        out.append((prefix, obj))
+    elif isinstance(obj, int) and not isinstance(obj, bool):
+        out.append((prefix, float(obj) if abs(obj) < 2**1023 else math.copysign(math.inf, obj)))
+
+
+def history_rows(
+    buf: np.ndarray,
+    spans: fast.Fields,
+    picked: np.ndarray,
+    state: State,
+    path: str,
+    offsets: np.ndarray,
+    problems: list[Problem],
+    raw: bytes | None,
+) -> None:
+    """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields)."""
+    hist = fast.walk(buf, spans.start[picked], spans.stop[picked])
+    for h in np.flatnonzero(hist.broken)[:1].tolist():
+        problems.append(
+            Problem(
+                path,
+                int(offsets[spans.owner[picked[h]]]),
+                "bad-record",
+                "a history record is not well-formed; its items before the damage kept",
+            )
+        )
+    n = len(picked)
+    steps = np.zeros(n, np.int64)
+    st = hist.pick(2)
+    if len(st):
+        sf = fast.walk(buf, hist.start[st], hist.stop[st])
+        nums = sf.pick(1, fast.VARINT)
+        steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
+    it = hist.pick(1)
+    row = hist.owner[it]  # history record of each item
+    ks, ke, vs, ve, ok = item_spans(buf, hist.start[it], hist.stop[it])
+    interleaved = ok & (vs >= ks) & (vs < ke)
+    codes, names = fast.key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
+    tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
+    code = np.full(len(it), -1, np.int64)
+    code[ok & ~interleaved] = tag_of[codes]
+    for i in np.flatnonzero(interleaved).tolist():  # key fields around the value: named one by one
+        name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
+        code[i] = state.code(name) if name else -1
+    skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
+    wanted = np.flatnonzero(ok & (code >= 0) & ~np.isin(code, skip))  # (not parsed: values never shown)
+    values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
+    values[wanted], numeric[wanted] = fast.numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
+    walls = np.full(n, np.nan)
+    for name, target in (("_step", steps), ("_timestamp", walls)):
+        c = state.tags.get(name)
+        if c is None:
+            continue
+        sel = np.flatnonzero(numeric & (code == c))
+        v = values[sel]
+        if name == "_step":
+            good = np.isfinite(v) & (np.abs(v) < 2**63)
+            target[row[sel[good]]] = v[good].astype(np.int64)
+        else:
+            target[row[sel]] = v
+    system = np.array([state.tags.get(s, -2) for s in SYSTEM])
+    keep = numeric & (code >= 0) & ~np.isin(code, system)
+    keep &= ~np.isin(code, [c for t, c in state.tags.items() if t.startswith("_wandb")])
+    # media and tables (wandb >= 0.2x logs them as leaf items beside a ``<key>._type``): not charts
+    typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
+    parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
+    keep &= ~np.isin(code, list(parts.values()))
+    for tag in typed:
+        c = state.tags.get(tag + ".path")
+        for i in np.flatnonzero(code == c).tolist() if c is not None else []:
+            media_item(
+                state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
+            )
+    sel = np.flatnonzero(keep)
+    extra_c, extra_r, extra_v = [], [], []
+    lead = buf[np.minimum(vs, len(buf) - 1)]
+    for i in np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs)).tolist():
+        obj = json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", errors="replace"))
+        leaves: list[tuple[str, float]] = []
+        name = next(t for t, c in state.tags.items() if c == code[i])
+        flat_numbers(obj, name, leaves)
+        if isinstance(obj, dict) and obj.get("_type") == "image-file":  # wandb 0.16: the item is the dict
+            media_item(state, name, int(steps[row[i]]), float(walls[row[i]]), obj.get("path"))
+        for leaf, number in leaves:
+            extra_c.append(state.code(leaf))
+            extra_r.append(int(row[i]))
+            extra_v.append(number)
+    rows = np.concatenate([row[sel], np.array(extra_r, np.int64)])
+    state.codes.append(np.concatenate([code[sel], np.array(extra_c, np.int64)]))
+    state.steps.append(steps[rows])
+    state.walls.append(walls[rows])
+    state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)]))
+
+
+def item_spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of items: the common layout in one
+    pass (:func:`fast.items`), the others walked field by field."""
+    ks, ke, vs, ve, ok = fast.items(buf, start, stop)
+    ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
+    odd = np.flatnonzero(~ok)
+    if len(odd):
+        m = len(odd)
+        items = fast.walk(buf, start[odd], stop[odd])
+        keyf = np.flatnonzero(((items.number == 1) | (items.number == 2)) & (items.wire == LEN))
+        valf = items.pick(16)
+        has_key = np.zeros(m, bool)
+        if len(keyf):
+            own = items.owner[keyf]
+            firsts = np.concatenate([[True], own[1:] != own[:-1]])
+            lasts = np.concatenate([own[1:] != own[:-1], [True]])
+            ks[odd[own[firsts]]] = items.tag_at[keyf[firsts]]
+            ke[odd[own[lasts]]] = items.stop[keyf[lasts]]
+            has_key[own] = True
+        got_value = np.zeros(m, bool)
+        got_value[items.owner[valf]] = True
+        vs[odd[items.owner[valf]]], ve[odd[items.owner[valf]]] = items.start[valf], items.stop[valf]  # the last one wins
+        ok[odd] = has_key & got_value & ~items.broken
+    return ks, ke, vs, ve, ok
+
+
+MEDIA_NAME = re.compile(r"media/images/([A-Za-z0-9_.\-]+)")
+
+
+def media_item(state: State, tag: str, step: int, wall: float, path: Any) -> None:
+    """An image a history row names (its file under ``files/media/images/``): only the file
+    name is kept, and only when it is a plain name; the file is found by listing that folder."""
+    m = MEDIA_NAME.fullmatch(path) if isinstance(path, str) else None
+    if m and not m.group(1).startswith("."):
+        state.media.append((tag, step, wall, m.group(1)))
+
+
+def tag_code(state: State, raw: bytes) -> int:
+    try:
+        name = key_name(raw)
+    except WireError:
+        return -1
+    return state.code(name) if name else -1
+
+
+def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State) -> None:
+    """Summary records folded in order: per key, the last update or remove wins."""
+    if not len(picked):
+        return
+    msgs = fast.walk(buf, top.start[picked], top.stop[picked])
+    ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
+    ks, ke, vs, ve, ok = item_spans(buf, msgs.start[ops], msgs.stop[ops])
+    removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
+    ks[removes], ke[removes], ok[removes] = msgs.start[ops[removes]], msgs.stop[ops[removes]], True
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return
+    codes, names = fast.key_codes(buf, ks[idx], ke[idx])
+    label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
+    ids: dict[str, int] = {}
+    for raw_key in names:
+        try:
+            name = key_name(raw_key) or ""
+        except WireError:
+            name = ""
+        label.append(ids.setdefault(name, len(ids)))
+    by_name = np.array(label, np.int64)[codes]
+    found, from_end = np.unique(by_name[::-1], return_index=True)
+    named = list(ids)
+    for k, j in zip(found.tolist(), (len(by_name) - 1 - from_end).tolist()):  # per key, its last operation
+        op = int(idx[j])
+        name = named[k]
+        if not name:
+            continue
+        if msgs.number[ops[op]] == 2:
+            state.summary.pop(name, None)
+            continue
+        value = buf[vs[op] : ve[op]].tobytes().decode("utf-8", errors="replace")
+        state.summary[name] = value
