@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import io
 import os
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -74,3 +79,74 @@ def read_head(path: "str | os.PathLike[str]", n: int, roots: tuple[str, ...]) ->
         return os.read(fd, n)
     finally:
         os.close(fd)
+
+
+@dataclass
+class ZipMembers:
+    """What :func:`read_zip_members` found: every member's name, the wanted members' bytes, and
+    where a damaged archive stopped making sense (None: its central directory was read)."""
+
+    size: int
+    names: list[str] = field(default_factory=list)
+    data: dict[str, bytes] = field(default_factory=dict)
+    damaged_at: int | None = None
+    reason: str = ""
+
+
+def read_zip_members(path: "str | os.PathLike[str]", roots: tuple[str, ...], want: Callable[[str], bool], max_bytes: int) -> ZipMembers:
+    """The members of a zip archive inside ``roots`` whose names ``want`` accepts (each at most
+    ``max_bytes``, larger ones left out), or OSError when the file cannot be opened. An archive
+    cut short or damaged (no central directory) is read member by member from its local headers:
+    every member that is whole is kept, and a stored or deflated member cut short keeps its
+    first bytes (a JSON-lines member then keeps its complete lines)."""
+    fd, size = open_regular(path, roots)
+    with open(fd, "rb") as f:
+        out = ZipMembers(size)
+        try:
+            with zipfile.ZipFile(f) as zf:
+                for info in zf.infolist():
+                    out.names.append(info.filename)
+                    if want(info.filename) and info.file_size <= max_bytes and not info.is_dir():
+                        out.data[info.filename] = zf.read(info)
+            return out
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
+            out.names.clear()
+            out.data.clear()
+            out.damaged_at, out.reason = 0, str(exc) or type(exc).__name__
+        f.seek(0)
+        _salvage_zip(f.read(), want, max_bytes, out)
+    return out
+
+
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+
+
+def _salvage_zip(data: bytes, want: Callable[[str], bool], max_bytes: int, out: ZipMembers) -> None:
+    """Members from local file headers in order, until one is cut short or not a header."""
+    at = 0
+    while at + _LOCAL.size <= len(data) and data[at : at + 4] == b"PK\x03\x04":
+        _, _, flags, method, _, _, _, csize, usize, nlen, xlen = _LOCAL.unpack_from(data, at)
+        start = at + _LOCAL.size + nlen + xlen
+        name = data[at + _LOCAL.size : at + _LOCAL.size + nlen].decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        if start > len(data) or method not in (0, 8) or (flags & 0x8 and method == 0):
+            break
+        out.names.append(name)
+        whole = not flags & 0x8 and start + csize <= len(data)
+        body = data[start : start + csize] if not flags & 0x8 else data[start:]
+        if want(name) and usize <= max_bytes:
+            if method == 0:
+                out.data[name] = body
+            else:
+                d = zlib.decompressobj(-15)
+                try:
+                    out.data[name] = d.decompress(body, max_bytes) + (d.flush() if whole else b"")
+                except zlib.error:
+                    out.data[name] = b""
+                if flags & 0x8:
+                    whole = d.eof
+                    csize = len(body) - len(d.unused_data)
+        if not whole:
+            out.damaged_at = at
+            return
+        at = start + csize + (16 if flags & 0x8 and data[start + csize : start + csize + 4] == b"PK\x07\x08" else 12 if flags & 0x8 else 0)
+    out.damaged_at = at
