@@ -93,7 +93,8 @@ def write(fmt: str, folder: Path, spec: dict, timeout: float = 300) -> None:
     (folder / "spec.json").write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMET_", "CLEARML_", "NEPTUNE_", "GIT_"))}
     env.update(HOME=str(home), TMPDIR=str(tmp), CLEARML_CACHE_DIR=str(folder / "clearml-cache"), PYTHONDONTWRITEBYTECODE="1")
+    (folder / "write_run.py").write_text(WRITERS[fmt])  # a file: ClearML finds the repository from the script's path
     proc = subprocess.run(
-        [sys.executable, "-c", WRITERS[fmt], "spec.json"], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "write_run.py", "spec.json"], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
