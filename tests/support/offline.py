@@ -56,7 +56,7 @@ NEPTUNE = r"""
 import json, sys
 import neptune
 spec = json.load(open(sys.argv[1]))
-run = neptune.init_run(mode="offline", project="ws/proj", name=spec["name"], tags=spec["tags"], capture_stdout=False,
+run = neptune.init_run(mode="offline", project="ws/proj", name=spec["name"], tags=spec["tags"], capture_stdout=spec.get("capture", False),
                        capture_stderr=False, capture_hardware_metrics=False, capture_traceback=False, source_files=[])
 run["parameters"] = spec["params"]
 for path, value, step in spec["metrics"]:
