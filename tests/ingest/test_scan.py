@@ -63,4 +63,5 @@ def test_readers_know_their_own_keys():
 
     assert [(k, m.FORMAT) for k, m in READERS.items()] == [
         ("tfevents", "tfevents"), ("visualdl", "visualdl"), ("mlflow", "mlflow"), ("hftrainer", "hftrainer"),
-        ("lightning", "lightning"), ("keras", "keras"), ("dvclive", "dvclive"), ("tabular", "tabular")]
+        ("lightning", "lightning"), ("keras", "keras"), ("dvclive", "dvclive"),
+        ("comet", "comet"), ("clearml", "clearml"), ("neptune", "neptune"), ("tabular", "tabular")]
