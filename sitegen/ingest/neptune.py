@@ -68,6 +68,8 @@ def unread(dirpath: str, filenames: list[str]) -> str | None:
 def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     """One run: its metadata, then every operation of its data logs in order."""
     run = RunData(name=source.name, format=FORMAT)
+    if "/.neptune/" in source.name:  # offline runs keep no project: the folder holding .neptune/ stands for it
+        run.meta["experiment"] = source.name.split("/.neptune/", 1)[0]
     logs = [p for p in source.files if p.name != META]
     for p in source.files:
         if p.name == META:
