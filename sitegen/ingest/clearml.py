@@ -69,10 +69,9 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         except OSError as exc:
             run.problems.append(problem(path, exc))
             return run
-        if zm.damaged_at is not None:
-            run.problems.append(
-                Problem(str(path), zm.damaged_at, "truncated", f"zip damaged or cut short ({zm.reason}); the members before it read")
-            )
+        damage = zm.problem(path)
+        if damage is not None:
+            run.problems.append(damage)
         run.files.append(SourceFile(path, zm.size, zm.size if zm.damaged_at is None else zm.damaged_at))
         blobs = {name: (data, f"{path}:{name}") for name, data in zm.data.items()}
         live = False

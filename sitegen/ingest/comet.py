@@ -63,10 +63,9 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     except OSError as exc:
         run.problems.append(problem(path, exc))
         return run
-    if zm.damaged_at is not None:
-        run.problems.append(
-            Problem(str(path), zm.damaged_at, "truncated", f"zip damaged or cut short ({zm.reason}); the members before it read")
-        )
+    damage = zm.problem(path)
+    if damage is not None:
+        run.problems.append(damage)
     if not zm.names and zm.damaged_at is None:
         run.problems.append(
             Problem(

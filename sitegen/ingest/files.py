@@ -91,6 +91,17 @@ class ZipMembers:
     data: dict[str, bytes] = field(default_factory=dict)
     damaged_at: int | None = None
     reason: str = ""
+    cut_short: bool = False  # the salvage stopped inside a member, not at the central directory
+
+    def problem(self, path: "str | os.PathLike[str]") -> Problem | None:
+        """The one problem line of a damaged archive (None when it was read whole)."""
+        if self.damaged_at is None:
+            return None
+        if self.cut_short:
+            return Problem(os.fspath(path), self.damaged_at, "truncated", f"zip cut short ({self.reason}); the members before it read")
+        return Problem(
+            os.fspath(path), self.damaged_at, "bad-record", f"zip damaged ({self.reason}); every member read from its local header"
+        )
 
 
 def read_zip_members(path: "str | os.PathLike[str]", roots: tuple[str, ...], want: Callable[[str], bool], max_bytes: int) -> ZipMembers:
@@ -129,24 +140,29 @@ def _salvage_zip(data: bytes, want: Callable[[str], bool], max_bytes: int, out: 
         start = at + _LOCAL.size + nlen + xlen
         name = data[at + _LOCAL.size : at + _LOCAL.size + nlen].decode("utf-8" if flags & 0x800 else "cp437", "replace")
         if start > len(data) or method not in (0, 8) or (flags & 0x8 and method == 0):
+            out.cut_short = True
             break
         out.names.append(name)
         whole = not flags & 0x8 and start + csize <= len(data)
         body = data[start : start + csize] if not flags & 0x8 else data[start:]
-        if want(name) and usize <= max_bytes:
-            if method == 0:
-                out.data[name] = body
-            else:
-                d = zlib.decompressobj(-15)
-                try:
-                    out.data[name] = d.decompress(body, max_bytes) + (d.flush() if whole else b"")
-                except zlib.error:
-                    out.data[name] = b""
-                if flags & 0x8:
-                    whole = d.eof
-                    csize = len(body) - len(d.unused_data)
+        wanted = want(name) and usize <= max_bytes
+        if method == 0 and wanted:
+            out.data[name] = body
+        elif method == 8 and (wanted or flags & 0x8):  # (a member with a data descriptor: its end is where deflate ends)
+            d = zlib.decompressobj(-15)
+            try:
+                text = d.decompress(body, max_bytes) + (d.flush() if whole else b"")
+            except zlib.error:
+                text = b""
+            if wanted:
+                out.data[name] = text
+            if flags & 0x8:
+                whole = d.eof
+                csize = len(body) - len(d.unused_data)
         if not whole:
-            out.damaged_at = at
+            out.damaged_at, out.cut_short = at, True
             return
         at = start + csize + (16 if flags & 0x8 and data[start + csize : start + csize + 4] == b"PK\x07\x08" else 12 if flags & 0x8 else 0)
     out.damaged_at = at
+    if data[at : at + 4] not in (b"PK\x01\x02", b"PK\x05\x06") or not 0 <= data.rfind(b"PK\x05\x06") <= len(data) - 22:
+        out.cut_short = True  # (no end-of-archive record: the file ends early)

@@ -18,11 +18,12 @@ from sitegen.ingest.scan import scan
 from sitegen.model import RUN_SCALARS_SCHEMA
 from tests.support.offline import git_repo, write
 
-HOSTILE = '</script><img src=x onerror=alert(1)>'
+HOSTILE = "</script><img src=x onerror=alert(1)>"
 SPEC = {
     "project": "proj " + HOSTILE,
     "name": "task " + HOSTILE,
     "tags": ["a", HOSTILE],
+    "detect_repository": False,  # clearml's repository scan hung (fork from a thread) under load here
     "params": {"lr": 0.1, "epochs": 3, "nested": {"k": HOSTILE}, "flag": True},
     "metrics": [
         *[[m, v, 1.0 / (i + 1) * (2 if v == "val" else 1), i] for i in range(5) for m, v in (("loss", "train"), ("loss", "val"))],
@@ -75,7 +76,7 @@ def test_values_params_and_run_info(written, tmp_path):
     assert run.hparams == {"General/lr": 0.1, "General/epochs": 3.0, "General/nested/k": HOSTILE, "General/flag": True}
     assert run.meta["title"] == SPEC["name"] and run.meta["experiment"] == SPEC["project"]
     assert run.meta["tags"] == ", ".join(sorted(SPEC["tags"]))
-    assert run.meta["tag:git.commit"] == commit and run.meta["tag:git.remote"] == "https://example.com/team/repo.git"
+    assert "tag:git.commit" not in run.meta  # (repository detection off: see test_git_commit_of_the_example_run)
     assert run.meta["tag:host"] == socket.gethostname()
     assert "0.0" in run.meta["note"]
     assert run.problems == []
@@ -124,3 +125,12 @@ def test_bad_line_in_the_middle_keeps_the_later_lines(written, tmp_path):
     run = READERS["clearml"].read(scan(tmp_path / "archive")[0])
     assert [(p.kind, p.offset) for p in run.problems] == [("bad-record", len(whole))]
     assert rows(run) == sorted(expected_rows(SPEC) + [("loss/train", 99, 9.0)], key=lambda r: r[0])
+
+
+def test_git_commit_of_the_example_run():
+    """The example run was written with repository detection on, in a git repository."""
+    (source,) = scan(Path(__file__).resolve().parents[2] / "examples" / "archive" / "clearml")
+    run = READERS["clearml"].read(source)
+    assert len(run.meta["tag:git.commit"]) == 40 and int(run.meta["tag:git.commit"], 16) >= 0
+    assert run.meta["tag:git.remote"] == "https://example.com/team/repo.git" and run.meta["tag:git.branch"] == "master"
+    assert run.problems == [] and run.scalars.num_rows == 70
