@@ -105,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--offline", action="store_true", help="the Comet, ClearML and Neptune readers instead")
     args = ap.parse_args(argv)
+    if args.offline:
+        main_offline(args.rows, args.repeat)
+        return 0
     import pyarrow.csv as pacsv
     import pyarrow.json as pajson
 
@@ -129,8 +133,78 @@ def main(argv: list[str] | None = None) -> int:
         fns["long"] = lambda: pacsv.read_csv(io.BytesIO(long))  # noqa: B023
         t = best_of(fns, args.repeat)
         n = run.scalars.num_rows
-        print(f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['file']:>15.3f} {t['file'] / t['ours']:>6.2f} {t['long']:>15.3f} {t['long'] / t['ours']:>6.2f}")
+        print(
+            f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['file']:>15.3f} {t['file'] / t['ours']:>6.2f} {t['long']:>15.3f} {t['long'] / t['ours']:>6.2f}"
+        )
     return 0
+
+
+def make_offline(root: Path, rows: int) -> dict[str, Path]:
+    """A Comet zip, a ClearML session and a Neptune run of ``rows`` points of 3 tags, laid out as
+    the real clients write them (see tests/support/offline.py)."""
+    import zipfile
+
+    root.mkdir(parents=True, exist_ok=True)
+    tags = ("loss", "acc", "lr")
+    comet = root / "comet" / ".cometml-runs"
+    comet.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(rows):
+        for k, t in enumerate(tags):
+            m = {"epoch": None, "metricName": t, "metricValue": _v(i, k), "step": i}
+            lines.append(
+                json.dumps(
+                    {"payload": {"local_timestamp": 1796446660018 + i, "message_id": 3 * i + k, "metric": m}, "type": "metric_msg"},
+                    separators=(",", ":"),
+                )
+            )
+    with zipfile.ZipFile(comet / ("ab" * 16 + ".zip"), "w") as zf:
+        zf.writestr("experiment.json", json.dumps({"offline_id": "ab" * 16, "project_name": "p"}))
+        zf.writestr("messages.json", "\n".join(lines) + "\n")
+    session = root / "clearml" / "offline-bench"
+    session.mkdir(parents=True, exist_ok=True)
+    (session / "task.json").write_text(json.dumps({"name": "b"}))
+    ev = [
+        {
+            "timestamp": 1796446801770 + i,
+            "type": "training_stats_scalar",
+            "task": "offline-bench",
+            "iter": i,
+            "metric": t,
+            "variant": "v",
+            "value": _v(i, k),
+            "method": "get",
+        }
+        for i in range(rows)
+        for k, t in enumerate(tags)
+    ]
+    (session / "metrics.jsonl").write_text("".join(json.dumps(ev[j : j + 100]) + "\n" for j in range(0, len(ev), 100)))
+    nep = root / "neptune" / ".neptune" / "offline" / "run__x__1__y"
+    nep.mkdir(parents=True, exist_ok=True)
+    (nep / "data-1.log").write_text("".join(
+        json.dumps({"obj": {"type": "LogFloats", "path": ["train", t], "values": [{"value": _v(i, k), "step": i, "ts": 1796446833.8 + i}]}, "version": 3 * i + k, "at": 1796446833.8 + i}) + "\n"
+        for i in range(rows) for k, t in enumerate(tags)))  # fmt: skip
+    return {"comet": root / "comet", "clearml": root / "clearml", "neptune": root / "neptune"}
+
+
+def main_offline(rows: int, repeat: int) -> None:
+    """The three JSON-lines readers against ``json.loads`` of every line of the same bytes."""
+    paths = make_offline(HERE / ".cache" / f"offline-{rows}", rows)
+    print(f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'json.loads s':>13} {'ratio':>6}")
+    for fmt, folder in paths.items():
+        (source,) = [s for s in scan(folder) if s.format == fmt]
+        reader = READERS[fmt]
+        if fmt == "comet":
+            import zipfile
+
+            with zipfile.ZipFile(source.files[0]) as zf:
+                blob = zf.read("messages.json")
+        else:
+            blob = next(p for p in source.files if p.suffix in (".jsonl", ".log")).read_bytes()
+        fns = {"ours": lambda: reader.read(source), "json": lambda: [json.loads(x) for x in blob.splitlines()]}  # noqa: B023
+        t = best_of(fns, repeat)
+        n = reader.read(source).scalars.num_rows
+        print(f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['json']:>13.3f} {t['json'] / t['ours']:>6.2f}")
 
 
 if __name__ == "__main__":

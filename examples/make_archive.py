@@ -41,6 +41,8 @@ heavy to install for this script. ``tests/fixtures/trackers/make_fixtures.py`` w
 transformers 5.25.0, lightning 2.6.6, keras 3.15.1 and dvclive 3.49.1, and they are committed.
 So is ``wandb/`` (one W&B offline run file, ``run-<id>.wandb``), written by wandb 0.31.0 with
 ``tests/fixtures/wandb/make_example.py``.
+So are ``comet/``, ``clearml/`` and ``neptune/`` (offline runs of comet_ml, clearml and neptune 1.x,
+written by ``tests/fixtures/trackers/make_offline.py``).
 
 Usage: ``python examples/make_archive.py [OUT_DIR]`` (default: ``examples/archive`` next to
 this script). Only the project folders this script writes are replaced in OUT_DIR.

@@ -30,7 +30,7 @@ VISUALDL_RUN = "paddle/ernie-tiny/2024-06-20_09-00-00"
 MLFLOW_STORE = "mlflow/mlruns"
 CSV_RUN = "tabular/xgboost/2024-07-01_12-00-00"
 JSONL_RUN = "tabular/lightgbm/2024-07-02_12-00-00"
-FORMATS = ("tfevents", "visualdl", "mlflow", "tabular")
+FORMATS = ("tfevents", "visualdl", "mlflow", "tabular", "comet", "clearml", "neptune")
 
 
 def _same(a: float, b: float) -> bool:
@@ -268,6 +268,8 @@ def test_jsonl_run_matches_json_module(runs):
 #: example projects written by tests/fixtures/trackers/make_fixtures.py with the real packages
 #: (transformers, lightning, keras, dvclive: too heavy to install for make_archive.py)
 TRACKER_PROJECTS = ("hf", "lightning", "keras", "dvclive", "wandb")  # committed, written by the real packages
+#: written by tests/fixtures/trackers/make_offline.py with comet_ml, clearml and neptune 1.x
+TRACKER_PROJECTS += ("comet", "clearml", "neptune")
 
 
 def _tree(root: Path) -> dict[str, bytes]:

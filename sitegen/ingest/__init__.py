@@ -15,6 +15,11 @@ folder) provide ``gather(dirpath, filenames, dirnames, archive) -> (runs, names)
 runs found in that folder and the file and folder names they take (never claimed by another
 reader, never descended into). Their ``claims`` only names files the scan checks are regular.
 
+Formats whose writers hide their folder (``.cometml-runs``, ``.neptune``) name it in
+``HIDDEN_FOLDERS``: the scan enters those dot-folders (it skips every other one). A reader that
+recognises logs it does not read provides ``unread(dirpath, filenames) -> str | None``: the
+scan reports the folder once (kind ``unsupported``) instead of passing over it in silence.
+
 Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also provide
 ``is_store(directory) -> bool`` and ``discover(directory, archive) -> list[RunSource]``.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from sitegen.ingest import dvclive, hftrainer, keras, lightning, mlflow, tabular, tfevents, visualdl, wandb
+from sitegen.ingest import clearml, comet, dvclive, hftrainer, keras, lightning, mlflow, neptune, tabular, tfevents, visualdl, wandb
 
 #: format name -> reader module, in the order the scan asks them (first claim wins); each
 #: module's ``FORMAT`` is its key here (a test holds that)
@@ -36,5 +41,8 @@ READERS: dict[str, ModuleType] = {
     "keras": keras,
     "dvclive": dvclive,
     "wandb": wandb,
+    "comet": comet,
+    "clearml": clearml,
+    "neptune": neptune,
     "tabular": tabular,
 }

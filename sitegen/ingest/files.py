@@ -11,7 +11,11 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Callable
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -108,3 +112,90 @@ def read_or_map(path: "str | os.PathLike[str]", roots: tuple[str, ...]) -> tuple
             m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
     return np.frombuffer(m, np.uint8), release
+
+
+@dataclass
+class ZipMembers:
+    """What :func:`read_zip_members` found: every member's name, the wanted members' bytes, and
+    where a damaged archive stopped making sense (None: its central directory was read)."""
+
+    size: int
+    names: list[str] = field(default_factory=list)
+    data: dict[str, bytes] = field(default_factory=dict)
+    damaged_at: int | None = None
+    reason: str = ""
+    cut_short: bool = False  # the salvage stopped inside a member, not at the central directory
+
+    def problem(self, path: "str | os.PathLike[str]") -> Problem | None:
+        """The one problem line of a damaged archive (None when it was read whole)."""
+        if self.damaged_at is None:
+            return None
+        if self.cut_short:
+            return Problem(os.fspath(path), self.damaged_at, "truncated", f"zip cut short ({self.reason}); the members before it read")
+        return Problem(
+            os.fspath(path), self.damaged_at, "bad-record", f"zip damaged ({self.reason}); every member read from its local header"
+        )
+
+
+def read_zip_members(path: "str | os.PathLike[str]", roots: tuple[str, ...], want: Callable[[str], bool], max_bytes: int) -> ZipMembers:
+    """The members of a zip archive inside ``roots`` whose names ``want`` accepts (each at most
+    ``max_bytes``, larger ones left out), or OSError when the file cannot be opened. An archive
+    cut short or damaged (no central directory) is read member by member from its local headers:
+    every member that is whole is kept, and a stored or deflated member cut short keeps its
+    first bytes (a JSON-lines member then keeps its complete lines)."""
+    fd, size = open_regular(path, roots)
+    with open(fd, "rb") as f:
+        out = ZipMembers(size)
+        try:
+            with zipfile.ZipFile(f) as zf:
+                for info in zf.infolist():
+                    out.names.append(info.filename)
+                    if want(info.filename) and info.file_size <= max_bytes and not info.is_dir():
+                        out.data[info.filename] = zf.read(info)
+            return out
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError, zlib.error) as exc:
+            out.names.clear()
+            out.data.clear()
+            out.damaged_at, out.reason = 0, str(exc) or type(exc).__name__
+        f.seek(0)
+        _salvage_zip(f.read(), want, max_bytes, out)
+    return out
+
+
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+
+
+def _salvage_zip(data: bytes, want: Callable[[str], bool], max_bytes: int, out: ZipMembers) -> None:
+    """Members from local file headers in order, until one is cut short or not a header."""
+    at = 0
+    while at + _LOCAL.size <= len(data) and data[at : at + 4] == b"PK\x03\x04":
+        _, _, flags, method, _, _, _, csize, usize, nlen, xlen = _LOCAL.unpack_from(data, at)
+        start = at + _LOCAL.size + nlen + xlen
+        name = data[at + _LOCAL.size : at + _LOCAL.size + nlen].decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        if start > len(data) or method not in (0, 8) or (flags & 0x8 and method == 0):
+            out.cut_short = True
+            break
+        out.names.append(name)
+        whole = not flags & 0x8 and start + csize <= len(data)
+        body = data[start : start + csize] if not flags & 0x8 else data[start:]
+        wanted = want(name) and usize <= max_bytes
+        if method == 0 and wanted:
+            out.data[name] = body
+        elif method == 8 and (wanted or flags & 0x8):  # (a member with a data descriptor: its end is where deflate ends)
+            d = zlib.decompressobj(-15)
+            try:
+                text = d.decompress(body, max_bytes) + (d.flush() if whole else b"")
+            except zlib.error:
+                text = b""
+            if wanted:
+                out.data[name] = text
+            if flags & 0x8:
+                whole = d.eof
+                csize = len(body) - len(d.unused_data)
+        if not whole:
+            out.damaged_at, out.cut_short = at, True
+            return
+        at = start + csize + (16 if flags & 0x8 and data[start + csize : start + csize + 4] == b"PK\x07\x08" else 12 if flags & 0x8 else 0)
+    out.damaged_at = at
+    if data[at : at + 4] not in (b"PK\x01\x02", b"PK\x05\x06") or not 0 <= data.rfind(b"PK\x05\x06") <= len(data) - 22:
+        out.cut_short = True  # (no end-of-archive record: the file ends early)

@@ -65,6 +65,8 @@ def scan(
 
     stores = [r for r in READERS.values() if hasattr(r, "is_store")]
     gatherers = [r for r in READERS.values() if hasattr(r, "gather")]
+    hidden = {name for r in READERS.values() for name in getattr(r, "HIDDEN_FOLDERS", ())}
+    unread = [r for r in READERS.values() if hasattr(r, "unread")]
     # plain strings until a run is found: the scan visits every folder of the archive, and
     # pathlib cost it more than the system calls
     for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
@@ -86,7 +88,11 @@ def scan(
             dirnames[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d in hidden)
+        for reader in unread:
+            why = reader.unread(dirpath, filenames)
+            if why:
+                problems.append(Problem(dirpath, None, "unsupported", why))
         regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems, roots)
         store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
         if store is not None:

@@ -64,4 +64,4 @@ def test_readers_know_their_own_keys():
     assert [(k, m.FORMAT) for k, m in READERS.items()] == [
         ("tfevents", "tfevents"), ("visualdl", "visualdl"), ("mlflow", "mlflow"), ("hftrainer", "hftrainer"),
         ("lightning", "lightning"), ("keras", "keras"), ("dvclive", "dvclive"), ("wandb", "wandb"),
-        ("tabular", "tabular")]
+        ("comet", "comet"), ("clearml", "clearml"), ("neptune", "neptune"), ("tabular", "tabular")]
