@@ -259,12 +259,34 @@
     render();
   }
 
+  /* ---------- an ad-hoc comparison: the runs ticked in the index (#runs=slug,slug) ---------- */
+
+  function runsFromHash(page) {
+    var m = /(?:^#|&)runs=([^&]*)/.exec(window.location.hash);
+    if (!m) return;
+    var wanted = {}, count = 0, found = 0;
+    m[1].split(",").forEach(function (s) { if (s) { wanted[decodeURIComponent(s)] = true; count++; } });
+    var toggles = Array.prototype.slice.call(document.querySelectorAll(".run-toggle"));
+    if (!toggles.length || !count) return;
+    toggles.forEach(function (t) {
+      var h = page.runs[Number(t.dataset.r)].h, slug = h.split("/").slice(-2)[0];
+      t.checked = !!wanted[slug];
+      if (t.checked) found++;
+    });
+    toggles[0].dispatchEvent(new Event("change"));
+    var picker = document.querySelector("details.run-picker"), note = el("p", "note adhoc-note", msg("adhoc", { n: found }));
+    if (found < count) note.appendChild(el("span", "warn", " " + msg("not_on_page", { n: count - found })));
+    var hint = document.getElementById("default-on-note");
+    if (hint) hint.hidden = true;
+    if (picker) { picker.open = true; picker.parentNode.insertBefore(note, picker); }
+  }
+
   S.ready(function () {
     var page = S.pageData();
     forEach(document.querySelectorAll("table.sortable"), makeSortable);
     var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");
     if (hpFilter && hpTable) makeFilter(hpFilter, hpTable, document.getElementById("hp-count"));
-    if (page && page.kind === "compare" && window.vegaEmbed) initCompare(page);
+    if (page && page.kind === "compare" && window.vegaEmbed) { initCompare(page); runsFromHash(page); }
     S.drawCharts();
   });
 })(window.SITEGEN);

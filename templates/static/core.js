@@ -135,7 +135,17 @@
     }
     if (chart.xt !== undefined) spec.encoding.x.title = chart.xt;
     if (chart.yt !== undefined) spec.encoding.y.title = chart.yt;
+    fitWidth(el, spec, chart.kind);
     embed(el, spec);
+  }
+
+  // a run page's chart as wide as its card (the grid gives two or three columns as space
+  // allows, one on a phone): the plot is the card less the axes and, for histograms, the legend
+  var AXES = { scalar: 70, histogram: 140 };
+  function fitWidth(el, spec, kind) {
+    var width = el.clientWidth;
+    if (!(kind in AXES) || !width || typeof spec.width !== "number") return;
+    spec.width = Math.max(160, Math.floor(width - AXES[kind]));
   }
 
   function whenVisible(els, draw) {
