@@ -127,9 +127,14 @@ def test_dark_mode_switch_is_remembered_and_themes_the_charts(browser, ux_sites)
         dark_fill = page.evaluate(f"getComputedStyle(document.querySelector('{label}')).fill")
         assert dark_fill != light_fill and page.evaluate("getComputedStyle(document.querySelector('.chart svg')).backgroundColor") in (
             "rgba(0, 0, 0, 0)", "transparent")
+        assert page.evaluate(f"document.querySelector('{label}').getAttribute('fill')") == "#6b7385"  # drawn light
         page.goto(index)  # another page of the site: the choice is remembered
         assert page.evaluate("document.documentElement.dataset.theme") == "dark"
         assert page.evaluate("getComputedStyle(document.body).backgroundColor") == DARK_BG
+        page.goto(run_page)  # and the charts are drawn in the dark theme's colours (any renderer)
+        page.wait_for_selector(".chart svg", timeout=20_000)
+        assert page.evaluate(f"document.querySelector('{label}').getAttribute('fill')") == "#9aa3b5"
+        page.goto(index)
         page.reload()
         page.locator("#theme-toggle").click()
         page.reload()
