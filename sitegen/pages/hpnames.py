@@ -67,7 +67,7 @@ def columns(hps: list[dict[str, HParamValue]]) -> list[HParamColumn]:
         by_name.setdefault(canonical(k), []).append(k)
     out: list[HParamColumn] = []
     for keys in by_name.values():
-        clashing = any(len({text_value(h[k]) for k in keys if k in h}) > 1 for h in hps)
+        clashing = len(keys) > 1 and any(len({text_value(h[k]) for k in keys if k in h}) > 1 for h in hps if sum(k in h for k in keys) > 1)
         groups = [[k] for k in keys] if clashing else [keys]
         for g in groups:
             g.sort(key=lambda k: (-uses[k], len(k), k))
