@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sitegen import __version__
-from sitegen.config import Config, load_config
-from sitegen.errors import SitegenError, UsageError
+from sitegen.config import Config, find_config, load_config
+from sitegen.errors import SitegenError, UsageError, still_writing
 from sitegen.pipeline import stamp as stamps
 from sitegen.pipeline.executors import tune_process
 from sitegen.pipeline.locks import BuildBusy, held
@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build the site of an archive")
     b.add_argument("archive", type=_path_or_url, help="archive folder, or a URL (s3://bucket/logs, gs://..., file://...)")
     b.add_argument("--out", type=Path, required=True, help="site folder (replaced atomically)")
-    b.add_argument("--config", type=Path, help="sitegen.toml")
+    b.add_argument("--config", type=Path, help="sitegen.toml (default: ARCHIVE/sitegen.toml, else ./sitegen.toml)")
     b.add_argument("--strict", action="store_true", help="exit 1 when anything was damaged or skipped")
     b.add_argument("--no-verify", action="store_true", help="skip payload checksums (faster)")
     b.add_argument("--cache", type=_path_or_url, help="decode cache folder or URL (default ~/.cache/sitegen; keep it between CI runs)")
@@ -134,6 +134,9 @@ def _executor(args: argparse.Namespace, config: Config) -> Any:
 
 
 def _build(args: argparse.Namespace) -> int:
+    if args.config is None:  # sitegen.toml at the archive's root, else here
+        args.config = find_config(args.archive)
+    log.info("config: %s", args.config if args.config is not None else "none found (defaults)")
     config = load_config(args.config)
     if args.keep < 1:
         raise UsageError(f"--keep must be at least 1, got {args.keep}")
@@ -284,7 +287,11 @@ def _notify(args: argparse.Namespace) -> int:
 
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
+    writing = [p for p in problems if still_writing(p)]
+    problems = [p for p in problems if not still_writing(p)]
     log.info("built %d runs, %d files into %s; %d problems", runs, files, out, len(problems))
+    if writing:  # a notice: a live archive has runs being written, and --strict must pass on it
+        log.info("%d log files end in a record still being written (left for the next build)", len(writing))
     if args.strict and problems:
         log.error("%d problems while reading (--strict)", len(problems))
         return EXIT_WARNINGS

@@ -276,6 +276,21 @@ def _line_of(text: str, rule: str, after: int) -> int:
     return 0
 
 
+CONFIG_NAME = "sitegen.toml"
+
+
+def find_config(archive: Path | str | None, cwd: Path | None = None) -> Path | None:
+    """The config a build uses when ``--config`` is not given: ``sitegen.toml`` at the
+    archive's root, else in the current folder (``cwd``), else none (the defaults)."""
+    places = [Path(archive)] if isinstance(archive, Path) else []
+    places.append(Path.cwd() if cwd is None else cwd)
+    for folder in places:
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def load_config(path: str | Path | None) -> Config:
     """Read a config file (``None``: the defaults). Raises ConfigError listing every problem."""
     if path is None:

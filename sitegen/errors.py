@@ -68,6 +68,12 @@ class Problem:
         return f"{where}: {self.message}"
 
 
+def still_writing(p: Problem) -> bool:
+    """A log that ends in a record not written yet (a run still being written): a notice, not
+    damage; ``--strict`` passes on it and the index marks the run as running."""
+    return p.kind == "truncated"
+
+
 @dataclass
 class Problems:
     """Collects problems so a build can report them all and ``--strict`` can fail on them."""

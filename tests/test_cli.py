@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -27,13 +28,45 @@ def test_damaged_archive_exit_1_only_with_strict(tmp_path, cache_dir):
     archive = tmp_path / "archive"
     shutil.copytree(EXAMPLE, archive)
     victim = sorted(archive.rglob("events.out.tfevents.*"))[0]
-    with open(victim, "ab") as f:
-        f.write(b"\x07garb")  # 5 garbage bytes after the last record
+    with open(victim, "ab") as f:  # a whole record whose checksums are wrong: damage
+        f.write(struct.pack("<Q", 5) + b"\x00\x00\x00\x00" + b"garba" + b"\x00\x00\x00\x00")
     r = run_sitegen("build", archive, "--out", tmp_path / "site", "--cache", cache_dir, "--strict")
     assert r.returncode == 1, r.stderr
     assert "problems" in r.stderr and (tmp_path / "site" / "index.html").is_file()  # built all the same
     r = run_sitegen("build", archive, "--out", tmp_path / "site", "--cache", cache_dir, "--quiet")
     assert r.returncode == 0, r.stderr
+
+
+def test_strict_passes_on_a_run_still_being_written(tmp_path, cache_dir):
+    archive = tmp_path / "archive"
+    shutil.copytree(EXAMPLE, archive)
+    victim = sorted(archive.rglob("events.out.tfevents.*"))[0]
+    with open(victim, "ab") as f:
+        f.write(b"\x07garb")  # the first 5 bytes of a record header: the writer is mid-record
+    r = run_sitegen("build", archive, "--out", tmp_path / "site", "--cache", cache_dir, "--strict")
+    assert r.returncode == 0, r.stderr
+    assert "still being written" in r.stderr and "0 problems" in r.stderr
+    report = (tmp_path / "site" / "build-report.json").read_text()
+    assert "truncated" in report  # still recorded, for audits
+
+
+def test_config_found_at_the_archive_root_then_the_current_folder(tmp_path, cache_dir):
+    archive = tmp_path / "archive"
+    shutil.copytree(EXAMPLE, archive)
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "sitegen.toml").write_text('title = "From the current folder"\n')
+    r = run_sitegen("build", archive, "--out", tmp_path / "site", "--cache", cache_dir, cwd=here)
+    assert r.returncode == 0, r.stderr
+    assert f"config: {here / 'sitegen.toml'}" in r.stderr or "config: sitegen.toml" in r.stderr
+    assert "From the current folder" in (tmp_path / "site" / "index.html").read_text()
+    (archive / "sitegen.toml").write_text('title = "From the archive"\n')
+    r = run_sitegen("build", archive, "--out", tmp_path / "site", "--cache", cache_dir, cwd=here)
+    assert r.returncode == 0, r.stderr
+    assert f"config: {archive / 'sitegen.toml'}" in r.stderr
+    assert "From the archive" in (tmp_path / "site" / "index.html").read_text()
+    r = run_sitegen("build", archive, "--out", tmp_path / "site2", "--cache", cache_dir, "--config", here / "sitegen.toml", cwd=here)
+    assert "From the current folder" in (tmp_path / "site2" / "index.html").read_text()
 
 
 @pytest.mark.parametrize("case", ["bad-toml", "bad-value", "missing-archive", "unknown-option", "bad-keep", "bad-sde"])

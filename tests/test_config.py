@@ -44,3 +44,20 @@ def test_bad_toml_names_the_file(tmp_path: Path):
     p.write_text("title = ", "utf-8")
     with pytest.raises(ConfigError, match="sitegen.toml: not valid TOML"):
         load_config(p)
+
+
+def test_find_config_prefers_the_archive_root_then_the_current_folder(tmp_path):
+    from sitegen.config import find_config
+
+    archive, here = tmp_path / "archive", tmp_path / "here"
+    archive.mkdir()
+    here.mkdir()
+    assert find_config(archive, here) is None
+    (here / "sitegen.toml").write_text("")
+    assert find_config(archive, here) == here / "sitegen.toml"
+    assert find_config("s3://bucket/logs", here) == here / "sitegen.toml"  # a URL archive: the current folder only
+    (archive / "sitegen.toml").mkdir()  # not a file: passed over
+    assert find_config(archive, here) == here / "sitegen.toml"
+    (archive / "sitegen.toml").rmdir()
+    (archive / "sitegen.toml").write_text("")
+    assert find_config(archive, here) == archive / "sitegen.toml"

@@ -62,7 +62,18 @@ def markdown() -> MarkdownIt:
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
     md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py's documented hook
+    md.core.ruler.push("align_classes", _align_classes)
     return md
+
+
+def _align_classes(state: Any) -> None:
+    """Table cell alignment as ``class="align-right"`` rather than a ``style`` attribute, which
+    the site's strict CSP refuses (site.css styles the classes)."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open"):
+            style = token.attrs.pop("style", None)
+            if isinstance(style, str) and style.startswith("text-align:"):
+                token.attrJoin("class", "align-" + style.split(":", 1)[1].strip())
 
 
 class LazyMarkdown:

@@ -12,7 +12,7 @@ from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.model import HParamValue, SiteRun, lower_is_better, text_value
 from sitegen.pages import changes as changes_page
-from sitegen.pages import compare
+from sitegen.pages import compare, hpnames
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import Plain
 from sitegen.pages.environment import (
@@ -55,6 +55,42 @@ def last_values(run: SiteRun) -> dict[str, float]:
 
 
 PAGE_ROWS = 200  # index rows per page (server-rendered first page; the script pages the rest)
+RECENT = 3600.0  # a run written this many seconds before the build counts as running
+
+
+def best_marks(runs: list[SiteRun], lasts: list[dict[str, float]], metrics: list[str]) -> list[dict[int, str]]:
+    """Per key metric, the best runs: ``"p"`` best of its project (the first part of its name),
+    ``"m"`` best of its model (its name without the last part). Runs are only ranked against
+    runs of the same project or model, and a group of one run has no best."""
+    out = []
+    for m in metrics:
+        low = lower_is_better(m)
+        marks: dict[int, str] = {}
+        for level, cut in (("m", lambda r: r.parts[:-1]), ("p", lambda r: r.parts[:1] if len(r.parts) > 1 else None)):
+            by_group: dict[tuple[str, ...], list[tuple[float, int]]] = {}
+            for i, (r, lv) in enumerate(zip(runs, lasts)):
+                key = cut(r)
+                v = lv.get(m)
+                if key is not None and isinstance(v, float) and math.isfinite(v):
+                    by_group.setdefault(key, []).append((v, i))
+            for vals in by_group.values():
+                if len(vals) > 1:
+                    marks[(min(vals) if low else max(vals))[1]] = level
+        out.append(marks)
+    return out
+
+
+def running(runs: list[SiteRun], writing: set[str], build_time: float | None) -> set[str]:
+    """Runs shown as running: a log ends in a record still being written (``writing``), or its
+    last record is less than :data:`RECENT` seconds before the build time (``SOURCE_DATE_EPOCH``
+    when set, else the newest record of the archive: both the same on every rebuild)."""
+    if build_time is None:
+        build_time = max((r.end_time for r in runs if r.end_time is not None), default=None)
+    out = set(writing)
+    if build_time is not None:
+        out.update(r.name for r in runs if r.end_time is not None and build_time - RECENT <= r.end_time <= build_time + RECENT)
+    return out
+
 
 MAX_INDEX_HPARAMS = 20
 
@@ -67,27 +103,24 @@ def index_files(
     assets: Assets,
     problems: list[Problem],
     changes: dict | None = None,
+    live: set[str] | None = None,
 ) -> dict[str, bytes]:
     """The experiment browser (``index.html`` and ``index-data.js``), with the "What's new"
-    panel of ``changes`` (``changes.json``) and a badge on the runs it added."""
+    panel of ``changes`` (``changes.json``), a badge on the runs it added and on the runs of
+    ``live`` (shown as running: :func:`running`)."""
     env, _ = page_context(config.language)
-    return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes)
+    return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes, live or set())
 
 
-def _index(env, runs, hps, groups, config, assets, common, problems, changes=None) -> dict[str, bytes]:
+def _index(env, runs, hps, groups, config, assets, common, problems, changes=None, live=frozenset()) -> dict[str, bytes]:
     """The experiment browser: a server-rendered first page and ``index-data.js`` for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
-    varying = [k for k in sorted({k for h in hps for k in h}, key=str) if len({text_value(h.get(k)) if k in h else None for h in hps}) > 1][
-        :MAX_INDEX_HPARAMS
-    ]
+    varying = [c for c in hpnames.columns(hps) if len({text_value(c.value(h)) if c.has(h) else None for h in hps}) > 1][:MAX_INDEX_HPARAMS]
     tag_ids: dict[str, int] = {}
     key_ids: dict[str, int] = {}
     lasts = [last_values(r) for r in runs]
-    best = []
-    for m in metrics:
-        vals = [(v, i) for i, lv in enumerate(lasts) if isinstance(v := lv.get(m), float) and math.isfinite(v)]
-        best.append((min(vals) if lower_is_better(m) else max(vals))[1] if len(vals) > 1 else -1)
+    best = best_marks(runs, lasts, metrics)
     data_rows = Plain()  # (no binary column in them: json_text need not look inside)
     for _i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
@@ -113,14 +146,16 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
         "depth": depth,
         "metrics": metrics,
         "lower": [lower_is_better(m) for m in metrics],
-        "best": best,
-        "hcols": [key_ids.get(k, -1) for k in varying],
+        "best": [{str(i): level for i, level in sorted(b.items())} for b in best],
+        "hcols": [[key_ids[k] for k in c.keys if k in key_ids] for c in varying],
         "tags": list(tag_ids),
         "hkeys": list(key_ids),
         "groups": group_links,
         "pageRows": PAGE_ROWS,
         "runs": data_rows,
         "fresh": [i for i, r in enumerate(runs) if r.name in added],
+        "running": [i for i, r in enumerate(runs) if r.name in live],
+        "all": "compare/all/index.html",
     }
     rows = [
         {
@@ -129,8 +164,9 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
             "leaf": r.parts[-1],
             "metrics": lv,
             "hparams": hp,
-            "best": [m for m, b in zip(metrics, best) if b == i],
+            "best": {m: b[i] for m, b in zip(metrics, best) if i in b},
             "new": r.name in added,
+            "running": r.name in live,
         }
         for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts))
         if i < PAGE_ROWS
@@ -144,7 +180,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
         depth=depth,
         metrics=metrics,
         row_html=_index_rows(rows, metrics, varying, group_links, env.globals["t"]),
-        hparam_names=varying,
+        hparam_columns=varying,
         problems=problems,
         groups=[g for g in groups],
         group_links=group_links,
@@ -154,23 +190,28 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
     return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
 
 
-def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], group_links: dict[str, str], t: Callable) -> Markup:
+def _index_rows(
+    rows: list[dict], metrics: list[str], hparam_cols: list[hpnames.HParamColumn], group_links: dict[str, str], t: Callable
+) -> Markup:
     """The index table's server-rendered rows (written here rather than in the template, where
     they were the slowest part of the index)."""
     from markupsafe import Markup, escape
 
-    best_title = escape(t("index.best_run"))
+    best_title = {"p": escape(t("index.best_project")), "m": escape(t("index.best_model"))}
+    star = {"p": "★", "m": "☆"}
     badge = f' class="fresh" data-badge="{escape(t("index.new"))}" title="{escape(t("index.new_title"))}"'  # (CSS draws it: no text in the cell)
+    live = f' class="running" data-badge="{escape(t("index.running"))}" title="{escape(t("index.running_title"))}"'
+    tick = escape(t("index.tick"))
     out = []
     for row in rows:
         r = row["run"]
-        cells = ["<tr>\n"]
+        cells = ["<tr>\n", f'<td class="tick"><input type="checkbox" class="run-tick" value="{escape(r.slug)}" aria-label="{tick}"></td>']
         for k, g in enumerate(row["groups"]):
             href = group_links.get("/".join(r.parts[: k + 1])) if g else None
             cells.append(f'<td><a href="{escape(href)}">{escape(g)}</a></td>' if href else f"<td>{escape(g)}</td>")
         dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
         cells.append(
-            f'<td{badge if row["new"] else ""}><a href="runs/{escape(r.slug)}/index.html">'
+            f'<td{badge if row["new"] else ""}><a href="runs/{escape(r.slug)}/index.html"{live if row["running"] else ""}>'
             f"{escape(r.title if r.title != r.name else row['leaf'])}</a></td>\n"
             f"<td>{escape(fmt_time(r.start_time))}</td>\n<td>{escape(fmt_duration(dur))}</td>\n"
             f"<td>{escape(r.last_step if r.last_step is not None else '')}</td>\n"
@@ -178,10 +219,11 @@ def _index_rows(rows: list[dict], metrics: list[str], hparam_names: list[str], g
         for m in metrics:
             value = escape(fmt_value(row["metrics"].get(m)))
             if m in row["best"]:
-                cells.append(f'<td class="num best" title="{best_title}">{value} ★</td>')
+                level = row["best"][m]
+                cells.append(f'<td class="num best best-{level}" title="{best_title[level]}">{value} {star[level]}</td>')
             else:
                 cells.append(f'<td class="num">{value}</td>')
-        cells.extend(f"<td>{escape(fmt_value(row['hparams'].get(h)))}</td>" for h in hparam_names)
+        cells.extend(f"<td>{escape(fmt_value(c.value(row['hparams'])))}</td>" for c in hparam_cols)
         cells.append("</tr>\n")
         out.append("".join(cells))
     return Markup("".join(out))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from typing import Any
 
 import jinja2
@@ -30,6 +31,30 @@ from sitegen.pages.environment import (
 log = logging.getLogger(__name__)
 RESOURCES = "\x00resources"  # group key of resource metrics; sorts and translates apart
 SCALARS = "\x00scalars"
+KEY = "\x00key"  # the key metrics' group, first on the page
+# train/eval loss and accuracy (after the configured key metrics): split, then the quantity
+KEY_TAG = re.compile(
+    r"^(?:epoch[/_])?(?:(?P<train>train|training)|(?P<eval>eval|val|valid|validation|test|dev))?(?:[/_.])?(?:epoch[/_])?"
+    r"(?:(?P<loss>loss)|acc|accuracy)$",
+    re.I,
+)
+
+
+def key_rank(tag: str, configured: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Where ``tag`` goes among the run page's key metrics (None: not one): the configured
+    ``[index] key_metrics`` in their order, then losses before accuracies, training before evaluation."""
+    if tag in configured:
+        return (0, configured.index(tag))
+    m = KEY_TAG.match(tag)
+    if m is None:
+        return None
+    return (1, 0 if m.group("loss") else 1, 1 if m.group("eval") else 0)
+
+
+def value_only(tag: str, lines: list, hparam_metrics: list[str]) -> bool:
+    """An ``hparam/*`` metric (or one the hparams plugin names) of one point per line: a value for
+    the hyperparameter table, not a chart of one point."""
+    return (tag.startswith("hparam/") or tag in hparam_metrics) and all(len(ln.series.step) <= 1 for ln in lines)
 
 
 def _group(tag: str) -> str:
@@ -102,7 +127,7 @@ def run_page(
     files: dict[str, bytes] = {}
     chart_data: list[dict[str, Any]] = []
     data = [run.data, *run.sub_runs]
-    groups = _scalar_charts(run, env.globals["t"], chart_data)
+    groups = _scalar_charts(run, env.globals["t"], chart_data, config.index.key_metrics)
     hist_charts = _histogram_charts(data, chart_data)
     curve_charts = _curve_charts(data, chart_data)
     image_list, extra = _images(run, data, config.limits.max_images_per_tag, prefix, files)
@@ -119,10 +144,9 @@ def run_page(
     }
     paths = {shown(str(f.path)) for d in data for f in d.files}  # (as problems name them)
     metric_values = {}
-    for m in run.data.hparam_metrics:
-        for ln in run.lines:
-            if ln.tag == m:
-                metric_values[m] = ln.series.stats.last_value
+    for ln in run.lines:
+        if ln.tag in run.data.hparam_metrics or ln.tag.startswith("hparam/"):
+            metric_values[ln.tag] = ln.series.stats.last_value
     compares = [("/".join(run.parts[: i + 1]), group_href.get("/".join(run.parts[: i + 1]))) for i in range(len(run.parts) - 1)]
     compares = [(name, href) for name, href in compares if href] + [("", group_href.get(""))]
     notes = details.notes
@@ -151,21 +175,42 @@ def run_page(
         compares=compares,
         RESOURCES=RESOURCES,
         SCALARS=SCALARS,
+        KEY=KEY,
     )
     return files
 
 
-def _scalar_charts(run: SiteRun, t: Any, chart_data: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """One chart per tag (its run's and sub-runs' lines), grouped by prefix, resources last."""
+def _scalar_charts(
+    run: SiteRun, t: Any, chart_data: list[dict[str, Any]], configured: tuple[str, ...] = ()
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """One chart per tag (its run's and sub-runs' lines), grouped by prefix: the key metrics
+    first (:func:`key_rank`), resources last; one-point ``hparam/*`` metrics are left to the table."""
     groups: dict[str, list[dict[str, Any]]] = {}
     by_tag: dict[str, list] = {}
     for ln in run.lines:
         by_tag.setdefault(ln.tag, []).append(ln)
-    for tag, lines in by_tag.items():
+    ranks = {tag: key_rank(tag, configured) for tag in by_tag}
+    for tag in sorted(by_tag, key=lambda tag: (ranks[tag] is None, ranks[tag] or (), tag)):
+        lines = by_tag[tag]
+        if value_only(tag, lines, run.data.hparam_metrics):
+            continue
         rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
         chart_data.append({"kind": "scalar", "rows": rows})
-        groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t)})
-    return sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
+        group = KEY if ranks[tag] is not None else _group(tag)
+        groups.setdefault(group, []).append(
+            {"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t), "alt": _alt(tag, lines, t)}
+        )
+    return sorted(groups.items(), key=lambda kv: (kv[0] != KEY, kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
+
+
+def _alt(tag: str, lines: list, t: Any) -> str:
+    """A chart's text alternative: its title and each line's last, min and max values."""
+    parts = []
+    for ln in lines:
+        s = ln.series.stats
+        text = t("chart.alt_line", last=fmt_value(s.last_value), min=fmt_value(s.min_value), max=fmt_value(s.max_value))
+        parts.append(f"{ln.label}: {text}" if ln.label else text)
+    return f"{tag}. " + "; ".join(parts)
 
 
 def _histogram_charts(data: list, chart_data: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -227,8 +272,10 @@ def _downloads(details: RunDetails, prefix: str, files: dict[str, bytes]) -> lis
     if not table.num_rows:
         return []
     files[prefix + "scalars.js"] = js_data("SITEGEN_SCALARS", downloads.csv_columns(table))
-    files[prefix + "scalars.parquet"] = blob = downloads.to_parquet(table)
-    return [("scalars.csv", table.num_rows), ("scalars.parquet", len(blob))]
+    # named after the run: over file:// a browser ignores the link's download name
+    name = prefix.rstrip("/").rsplit("/", 1)[-1] + ".parquet"
+    files[prefix + name] = blob = downloads.to_parquet(table)
+    return [("scalars.csv", table.num_rows), (name, len(blob))]
 
 
 def run_files(

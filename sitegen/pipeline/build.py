@@ -13,11 +13,11 @@ from typing import Callable
 
 from sitegen.cache import keys as cache_keys
 from sitegen.config import Config
-from sitegen.errors import Problem
+from sitegen.errors import Problem, still_writing
 from sitegen.pages import changes as changes_page
 from sitegen.pages import compare
 from sitegen.pages.i18n import translator
-from sitegen.pages.index import index_files, key_metrics
+from sitegen.pages.index import index_files, key_metrics, running
 from sitegen.pages.trends import trend_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
@@ -236,8 +236,10 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None
         )
     # (on this machine only: each page's worker writes it into this build's folder)
     drawn = _runner(executor if isinstance(executor, LocalPool) else Serial(), plan, len(jobs)).map(draw_group, jobs)
+    writing = {r.run.name for r in done if any(still_writing(p) for p in r.problems)}
+    live = running([r.run for r in done], writing, plan.source_date_epoch)
     for rel, data in index_files(
-        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news
+        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live
     ).items():
         stage.write(rel, data)
     for hashes in drawn:

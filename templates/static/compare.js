@@ -100,7 +100,12 @@
         });
       });
     });
-    var state = { weight: 0.6, x: "step", y: "linear", runOn: page.runs.map(function (_, i) { return i >= page.runs.length - page.on; }) };
+    // the runs shown: as their boxes are ticked (by the server, by an ad-hoc comparison's hash,
+    // or restored by the browser on Back)
+    var state = { weight: 0.6, x: "step", y: "linear", runOn: page.runs.map(function (_, i) {
+      var box = document.querySelector('.run-toggle[data-r="' + i + '"]');
+      return box ? box.checked : i >= page.runs.length - page.on;
+    }) };
     var names = [];
     var seen = {};
     page.tags.forEach(function (tg) {
@@ -259,12 +264,36 @@
     render();
   }
 
+  /* ---------- an ad-hoc comparison: the runs ticked in the index (#runs=slug,slug) ----------
+     Ticks them before the charts are first drawn (initCompare reads the boxes). */
+
+  function runsFromHash(page) {
+    var m = /(?:^#|&)runs=([^&]*)/.exec(window.location.hash);
+    if (!m) return;
+    var wanted = {}, count = 0, found = 0;
+    m[1].split(",").forEach(function (s) { if (s) { wanted[decodeURIComponent(s)] = true; count++; } });
+    var toggles = Array.prototype.slice.call(document.querySelectorAll(".run-toggle"));
+    if (!toggles.length || !count) return;
+    toggles.forEach(function (t) {
+      var h = page.runs[Number(t.dataset.r)].h, slug = h.split("/").slice(-2)[0];
+      t.checked = !!wanted[slug];
+      if (t.checked) found++;
+    });
+    var shown = document.getElementById("runs-shown");
+    if (shown) shown.textContent = found + " / " + toggles.length;
+    var picker = document.querySelector("details.run-picker"), note = el("p", "note adhoc-note", msg("adhoc", { n: found }));
+    if (found < count) note.appendChild(el("span", "warn", " " + msg("not_on_page", { n: count - found })));
+    var hint = document.getElementById("default-on-note");
+    if (hint) hint.hidden = true;
+    if (picker) { picker.open = true; picker.parentNode.insertBefore(note, picker); }
+  }
+
   S.ready(function () {
     var page = S.pageData();
     forEach(document.querySelectorAll("table.sortable"), makeSortable);
     var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");
     if (hpFilter && hpTable) makeFilter(hpFilter, hpTable, document.getElementById("hp-count"));
-    if (page && page.kind === "compare" && window.vegaEmbed) initCompare(page);
+    if (page && page.kind === "compare" && window.vegaEmbed) { runsFromHash(page); initCompare(page); }
     S.drawCharts();
   });
 })(window.SITEGEN);

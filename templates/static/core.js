@@ -108,8 +108,28 @@
     tooltip: { disableDefaultStyle: true }
   };
 
+  // the charts' colours from the page's theme (site.css variables), so a chart drawn in dark
+  // mode is dark whatever the renderer; site.css also restyles drawn SVG charts when the theme
+  // is switched
+  function themeConfig() {
+    var css = window.getComputedStyle(document.documentElement);
+    var fg = css.getPropertyValue("--fg").trim(), muted = css.getPropertyValue("--muted").trim(),
+      grid = css.getPropertyValue("--grid").trim();
+    if (!fg || !muted || !grid) return {};
+    return {
+      background: "transparent",
+      axis: { labelColor: muted, titleColor: fg, gridColor: grid, domainColor: muted, tickColor: muted },
+      legend: { labelColor: muted, titleColor: fg },
+      title: { color: fg },
+      view: { stroke: grid }
+    };
+  }
+
   function embed(el, spec) {
-    return window.vegaEmbed(el, spec, EMBED_OPTIONS).then(function (res) {
+    var options = {};
+    Object.keys(EMBED_OPTIONS).forEach(function (k) { options[k] = EMBED_OPTIONS[k]; });
+    options.config = themeConfig();
+    return window.vegaEmbed(el, spec, options).then(function (res) {
       el.classList.add("drawn");
       el._view = res.view;
       return res.view;
@@ -135,7 +155,17 @@
     }
     if (chart.xt !== undefined) spec.encoding.x.title = chart.xt;
     if (chart.yt !== undefined) spec.encoding.y.title = chart.yt;
+    fitWidth(el, spec, chart.kind);
     embed(el, spec);
+  }
+
+  // a run page's chart as wide as its card (the grid gives two or three columns as space
+  // allows, one on a phone): the plot is the card less the axes and, for histograms, the legend
+  var AXES = { scalar: 70, histogram: 140 };
+  function fitWidth(el, spec, kind) {
+    var width = el.clientWidth;
+    if (!(kind in AXES) || !width || typeof spec.width !== "number") return;
+    spec.width = Math.max(160, Math.floor(width - AXES[kind]));
   }
 
   function whenVisible(els, draw) {
@@ -171,6 +201,6 @@
 
   window.SITEGEN = {
     forEach: forEach, msg: msg, el: el, expand: expand, clone: clone, compare: compare,
-    embed: embed, whenVisible: whenVisible, drawCharts: drawCharts, pageData: pageData, ready: ready
+    embed: embed, themeConfig: themeConfig, whenVisible: whenVisible, drawCharts: drawCharts, pageData: pageData, ready: ready
   };
 })();

@@ -19,11 +19,16 @@
     var depth = data.depth, nm = data.metrics.length;
     var runs = data.runs;
     var state = { col: null, asc: true, page: 0, group: -1, words: [] };
-    var fresh = {};
+    var fresh = {}, live = {}, ticked = {};
     (data.fresh || []).forEach(function (i) { fresh[i] = true; });
+    (data.running || []).forEach(function (i) { live[i] = true; });
     var texts = null;
 
-    function hpValue(r, keyId) { var v = r[10][String(keyId)]; return v === undefined ? null : v; }
+    // a column gathers the spellings of one hyperparameter (sitegen.pages.hpnames): the first logged
+    function hpValue(r, keyIds) {
+      for (var k = 0; k < keyIds.length; k++) { var v = r[10][String(keyIds[k])]; if (v !== undefined) return v; }
+      return null;
+    }
     function value(r, col) {
       var kind = col.charAt(0), n = Number(col.slice(1));
       if (col === "run") return String(r[2]).toLowerCase();
@@ -73,8 +78,17 @@
       if (href) { var a = td.appendChild(el("a", "", text)); a.href = href; } else td.textContent = text;
       return td;
     }
+    function tickCell(tr, slug) {
+      var box = el("input", "run-tick");
+      box.type = "checkbox";
+      box.value = slug;
+      box.checked = !!ticked[slug];
+      box.setAttribute("aria-label", msg("tick"));
+      tr.appendChild(el("td", "tick")).appendChild(box);
+    }
     function row(i) {
       var r = runs[i], tr = el("tr");
+      tickCell(tr, r[0]);
       for (var g = 0; g < depth; g++) {
         var key = r[1].slice(0, g + 1).join("/");
         cell(tr, r[1][g], "", r[1][g] && data.groups[key] ? data.groups[key] : null);
@@ -85,13 +99,19 @@
         name.setAttribute("data-badge", msg("new"));
         name.title = msg("new_title");
       }
+      if (live[i]) {
+        var link = name.querySelector("a");
+        link.className = "running";
+        link.setAttribute("data-badge", msg("running"));
+        link.title = msg("running_title");
+      }
       cell(tr, r[4]);
       cell(tr, r[6]);
       cell(tr, r[7] === null ? "" : String(r[7]));
       for (var m = 0; m < nm; m++) {
-        var best = data.best[m] === i;
-        var td = cell(tr, fmtNum(r[8][m]) + (best ? " ★" : ""), best ? "num best" : "num");
-        if (best) td.title = msg("best");
+        var best = data.best[m][String(i)];  // "p": best of its project, "m": of its model
+        var td = cell(tr, fmtNum(r[8][m]) + (best ? (best === "p" ? " ★" : " ☆") : ""), best ? "num best best-" + best : "num");
+        if (best) td.title = msg(best === "p" ? "best_project" : "best_model");
       }
       data.hcols.forEach(function (k) { var v = hpValue(r, k); cell(tr, fmtNum(v)); });
       return tr;
@@ -127,6 +147,7 @@
     var heads = table.tHead.rows[0].cells;
     forEach(heads, function (th) {
       var button = th.querySelector("button");
+      if (!button) return;
       button.addEventListener("click", function () {
         var col = th.dataset.col;
         state.asc = state.col === col ? !state.asc : true;
@@ -151,7 +172,50 @@
       pager.hidden = runs.length <= data.pageRows;
       info.textContent = msg("page", { page: 1, pages: Math.max(1, Math.ceil(runs.length / data.pageRows)) });
     }
+    initTicks(data, body, ticked);
     table.setAttribute("data-ready", "1");
+  }
+
+  /* ---------- ticked runs, opened as an ad-hoc comparison ---------- */
+
+  // the comparison page of the smallest group holding every ticked run, the runs in its hash
+  // (#runs=slug,slug: compare.js ticks them there); works over file://, nothing is fetched
+  function adhocHref(data, slugs) {
+    var bySlug = {};
+    data.runs.forEach(function (r) { bySlug[r[0]] = r; });
+    var common = null;
+    slugs.forEach(function (s) {
+      var parts = bySlug[s][1].filter(function (p) { return p !== ""; });
+      if (common === null) { common = parts; return; }
+      var n = 0;
+      while (n < common.length && n < parts.length && common[n] === parts[n]) n++;
+      common = common.slice(0, n);
+    });
+    var href = data.all;
+    for (var n = (common || []).length; n > 0; n--) {
+      var key = common.slice(0, n).join("/");
+      if (data.groups[key]) { href = data.groups[key]; break; }
+    }
+    return href + "#runs=" + slugs.map(encodeURIComponent).join(",");
+  }
+
+  function initTicks(data, body, ticked) {
+    var link = document.getElementById("compare-ticked");
+    if (!link) return;
+    function update() {
+      var slugs = Object.keys(ticked).filter(function (s) { return ticked[s]; }).sort();
+      link.hidden = slugs.length < 1;
+      link.textContent = msg("compare_ticked", { n: slugs.length });
+      if (slugs.length) link.href = adhocHref(data, slugs);
+    }
+    body.addEventListener("change", function (ev) {
+      var box = ev.target;
+      if (!box.classList || !box.classList.contains("run-tick")) return;
+      ticked[box.value] = box.checked;
+      update();
+    });
+    forEach(body.querySelectorAll("input.run-tick"), function (box) { if (box.checked) ticked[box.value] = true; });
+    update();
   }
 
   S.ready(function () {

@@ -16,7 +16,7 @@ def _index_data(site: Path) -> dict:
 
 
 def _run_names(page) -> list[str]:
-    return page.eval_on_selector_all("#runs tbody tr:not(.group-row) td:nth-child(3)", "ts => ts.map(t => t.textContent)")
+    return page.eval_on_selector_all("#runs tbody tr:not(.group-row) td:nth-child(4)", "ts => ts.map(t => t.textContent)")
 
 
 def test_search_finds_runs_by_name_tag_and_hparam(page, many_runs_site: Path):
@@ -42,10 +42,11 @@ def test_sort_group_and_page(page, many_runs_site: Path):
     data = _index_data(many_runs_site)
     m = data["metrics"].index("train/loss")
     page.click(f"#runs thead th[data-col='m{m}'] button")
-    values = page.eval_on_selector_all(f"#runs tbody tr td.num:nth-of-type({data['depth'] + 5 + m})", "ts => ts.map(t => parseFloat(t.textContent))")
+    values = page.eval_on_selector_all(f"#runs tbody tr td.num:nth-of-type({data['depth'] + 6 + m})", "ts => ts.map(t => parseFloat(t.textContent))")
     assert len(values) == 200 and values == sorted(values)
-    best = data["best"][m]
-    assert best >= 0 and "★" in page.locator("#runs tbody tr").first.inner_text()  # lowest loss first, marked best
+    best = data["best"][m]  # run index -> "p" (best of its project) or "m" (of its model)
+    assert sorted(best.values()).count("p") == 4  # one per project (many_runs_site has 4)
+    assert "★" in page.locator("#runs tbody tr").first.inner_text()  # lowest loss first, best of its project
     page.select_option("#group-by", "0")
     groups = page.locator("#runs tbody tr.group-row")
     assert groups.count() == 4

@@ -50,8 +50,9 @@ def test_environment_notes_and_artifacts(rich_site: Path):
 def test_full_resolution_downloads(rich_site: Path):
     run = _run_dir(rich_site)
     html = (run / "index.html").read_text("utf-8")
-    assert 'class="csv-download"' in html and 'href="scalars.parquet"' in html and "3,000 records" in html
-    table = pq.read_table(run / "scalars.parquet")
+    parquet = f"{run.name}.parquet"  # named after the run: over file:// the download attribute is ignored
+    assert 'class="csv-download"' in html and f'href="{parquet}"' in html and "3,000 records" in html
+    table = pq.read_table(run / parquet)
     assert table.num_rows == 3000 and table.column_names == ["series", "tag", "step", "wall_time", "value"]
     chart = page_payload(run / "index.html")["charts"][0]
     xs, ys = decode_numbers(chart["rows"]["x"]), decode_numbers(chart["rows"]["y"])
@@ -93,7 +94,7 @@ def test_csv_download_has_every_record_exactly(page, tmp_path: Path):
         link.click()
     got = list(csv.reader(open(info.value.path(), newline="", encoding="utf-8")))
     assert got[0] == ["series", "tag", "step", "wall_time", "value"]
-    table = pq.read_table(html.parent / "scalars.parquet").to_pylist()
+    table = pq.read_table(html.parent / f"{html.parent.name}.parquet").to_pylist()
     assert len(got) - 1 == len(table) == 1500
     ref = read_scalars(tmp_path / "arch").to_pylist()
     assert sorted((r["tag"], r["step"], r["wall_time"]) for r in ref) == sorted((r["tag"], r["step"], r["wall_time"]) for r in table)

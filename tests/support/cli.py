@@ -24,7 +24,8 @@ def child_env(**extra: str) -> dict[str, str]:
 def run_sitegen(*args: str | Path, env: dict | None = None, input: str | None = None, timeout: float = 120,
                 **kw) -> subprocess.CompletedProcess:
     """``python -m sitegen ARGS`` in a child process, output captured as text."""
-    return subprocess.run([sys.executable, "-m", "sitegen", *map(str, args)], cwd=ROOT, env=child_env(**(env or {})),
+    cwd = kw.pop("cwd", ROOT)
+    return subprocess.run([sys.executable, "-m", "sitegen", *map(str, args)], cwd=cwd, env=child_env(**(env or {})),
                           input=input, capture_output=True, text=True, timeout=timeout, **kw)
 
 
