@@ -19,8 +19,9 @@ from sitegen.resources import package_stamp, templates_dir
 Memo = Callable[[str, Callable[[], bytes]], bytes]
 
 #: the browser code in ``templates/static``: ``core.js`` (``window.SITEGEN``, loaded by every
-#: page) and the script of each page kind, loaded after it
-PAGE_SCRIPTS = ("core.js", "index.js", "run.js", "compare.js", "trends.js")
+#: page), ``charts.js`` (the line charts of run and comparison pages, the run colours) and the
+#: script of each page kind, loaded after it
+PAGE_SCRIPTS = ("core.js", "charts.js", "index.js", "run.js", "compare.js", "trends.js")
 
 
 def _hashed(path: str, data: bytes) -> str:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from typing import Any
 
 import jinja2
+import numpy as np
 from markupsafe import Markup, escape
 
 from sitegen.config import Config
@@ -115,6 +117,7 @@ def run_page(
             texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
     chart_page = {
         "charts": chart_data,
+        "w0": run.start_time if run.start_time is not None and math.isfinite(run.start_time) else 0.0,
         "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
     }
     paths = {shown(str(f.path)) for d in data for f in d.files}  # (as problems name them)
@@ -161,9 +164,14 @@ def _scalar_charts(run: SiteRun, t: Any, chart_data: list[dict[str, Any]]) -> li
     by_tag: dict[str, list] = {}
     for ln in run.lines:
         by_tag.setdefault(ln.tag, []).append(ln)
+    start = run.start_time if run.start_time is not None and math.isfinite(run.start_time) else 0.0
     for tag, lines in by_tag.items():
         rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
-        chart_data.append({"kind": "scalar", "rows": rows})
+        # seconds since the run's start (the toolbar's time axes) and each line's colour key,
+        # the one its run (and sub-run) has on every page (charts.js)
+        rows["t"] = charts.numbers(np.concatenate([ln.series.wall_time - start for ln in lines]), exact=False)
+        keys = [run.slug if ln.label in ("", "hparams") else f"{run.slug} · {ln.label}" for ln in lines]
+        chart_data.append({"kind": "scalar", "rows": rows, "ks": keys})
         groups.setdefault(_group(tag), []).append({"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t)})
     return sorted(groups.items(), key=lambda kv: (kv[0] == RESOURCES, kv[0] == SCALARS, kv[0]))
 

@@ -153,7 +153,8 @@
 
   function drawCharts() {
     if (!window.SITEGEN_PAGE || !window.SITEGEN_SPECS || !window.vegaEmbed) return;
-    whenVisible(Array.prototype.slice.call(document.querySelectorAll(".chart[data-chart]")), drawChart);
+    // (line charts, class "overlay", are charts.js's)
+    whenVisible(Array.prototype.slice.call(document.querySelectorAll(".chart[data-chart]:not(.overlay)")), drawChart);
   }
 
   // the page's data, in the page itself (<script type="application/json" id="sitegen-page">)
