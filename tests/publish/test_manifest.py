@@ -18,10 +18,11 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-TRACKERS = ("hf", "lightning", "keras", "dvclive")
+TRACKERS = ("hf", "lightning", "keras", "dvclive", "neptune")
 TRACKER_READ = re.compile(
     r"^(hf/bert-tiny/(trainer_state|config)\.json|lightning/.*/(metrics\.csv|hparams\.yaml)|keras/.*\.log"
-    r"|dvclive/regression/(dvc\.lock|dvclive/(metrics\.json|params\.yaml|plots/metrics/.*\.tsv)))$"
+    r"|dvclive/regression/(dvc\.lock|dvclive/(metrics\.json|params\.yaml|plots/metrics/.*\.tsv))"
+    r"|neptune/.*/(data-\d+\.log|metadata\.json))$"
 )
 
 
