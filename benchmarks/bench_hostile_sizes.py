@@ -133,7 +133,10 @@ def main() -> None:
         archive = folder / "logs"
         if not archive.exists():
             t = time.perf_counter()
-            makers[case](archive)
+            partial = folder / "logs.partial"  # (renamed when whole: an interrupted run makes it again)
+            shutil.rmtree(partial, ignore_errors=True)
+            makers[case](partial)
+            partial.rename(archive)
             print(f"{case}: generated in {time.perf_counter() - t:.1f} s", flush=True)
         site = folder / "site"
         seconds, peak, report = build(archive, site, args.work / "cache")
