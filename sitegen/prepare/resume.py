@@ -1,0 +1,76 @@
+"""Resumed runs: which scalar records a restart superseded.
+
+A job restarted from a checkpoint at step S writes steps S, S+1, ... again, in a new file (or
+appended to the same one: MLflow, CSV, JSON lines); what its first life wrote from S on is
+orphaned. The charts and statistics show the newest records, the downloads keep every record.
+The rule is TensorBoard's, both ways it has: a record is superseded when a later record of its tag
+has a step at or below its own (the data server's preemption), or when a later SessionLog START
+announces a restart at a step at or below its own (EventAccumulator's purge, every tag).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, restarts: list[tuple[int, int]]) -> np.ndarray | None:
+    """Which records a later one supersedes, as a mask; None when none is (one compare pass).
+    ``step``: the records grouped by tag, each tag's in write order (``bounds``: where tags
+    start); ``rows``: each record's place in write order (None: already in it); ``restarts``:
+    (records written before it, its step) of each announced restart."""
+    n = len(step)
+    mask = None
+    back = np.flatnonzero(step[1:] <= step[:-1]) + 1  # a step at or below the one before it
+    if len(back):
+        back = back[~np.isin(back, bounds)]  # (not across two tags)
+    if len(back):
+        # Only the tags that go back: sorted by (tag, step), write order kept among equal
+        # steps, a record survives when it is the last of its step and written after every
+        # record of a smaller step, i.e. after the running maximum of positions before it.
+        t0, t1 = np.searchsorted(bounds, back[0], "right") - 1, np.searchsorted(bounds, back[-1], "right")
+        a, b = int(bounds[t0]), int(bounds[t1])
+        tag = np.repeat(np.arange(t1 - t0), np.diff(bounds[t0 : t1 + 1]))
+        order = np.lexsort((step[a:b], tag))
+        pos, s, t = order, step[a:b][order], tag[order]
+        before = np.maximum.accumulate(pos)
+        later = np.ones(len(pos), dtype=bool)
+        later[1:] = pos[1:] > before[:-1]
+        later[1:] |= t[1:] != t[:-1]  # (a tag's first record has no one before it)
+        last = np.ones(len(pos), dtype=bool)
+        last[:-1] = (s[1:] != s[:-1]) | (t[1:] != t[:-1])
+        mask = np.zeros(n, dtype=bool)
+        mask[a + pos[~(later & last)]] = True
+    if restarts:
+        at = np.array([r for r, _ in restarts], dtype=np.int64)
+        by = np.argsort(at, kind="stable")
+        at = at[by]
+        floor = np.minimum.accumulate(np.array([s for _, s in restarts], dtype=np.int64)[by][::-1])[::-1]
+        written = np.arange(n) if rows is None else rows
+        k = np.searchsorted(at, written, "right")  # the first restart after each record
+        hit = k < len(at)
+        hit[hit] = step[hit] >= floor[k[hit]]
+        mask = hit if mask is None else mask | hit
+    return mask if mask is not None and mask.any() else None
+
+
+def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int, int]]) -> list[bool]:
+    """The obvious loop over records in write order (the tests' oracle): each record drops what
+    its tag kept from its step on; each restart drops what every tag kept from its step on."""
+    kept: dict = {}
+    dropped = [False] * len(steps)
+
+    def drop(row: list[int], at: int) -> None:
+        for j in [j for j in row if steps[j] >= at]:
+            dropped[j] = True
+            row.remove(j)
+
+    marks = sorted(restarts)
+    for i in range(len(steps) + 1):
+        while marks and marks[0][0] <= i:
+            for row in kept.values():
+                drop(row, marks[0][1])
+            marks.pop(0)
+        if i < len(steps):
+            drop(kept.setdefault(tags[i], []), steps[i])
+            kept[tags[i]].append(i)
+    return dropped
