@@ -24,31 +24,22 @@ def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, re
     if len(back):
         back = back[~np.isin(back, bounds)]  # (not across two tags)
     if len(back):
-        # Only the tags that go back: sorted by (tag, step), write order kept among equal
-        # steps, a record survives when it is the last of its step and written after every
-        # record of a smaller step, i.e. after the running maximum of positions before it.
-        t0, t1 = np.searchsorted(bounds, back[0], "right") - 1, np.searchsorted(bounds, back[-1], "right")
-        a, b = int(bounds[t0]), int(bounds[t1])
-        tag = np.repeat(np.arange(t1 - t0), np.diff(bounds[t0 : t1 + 1]))
-        order = np.lexsort((step[a:b], tag))
-        pos, s, t = order, step[a:b][order], tag[order]
-        before = np.maximum.accumulate(pos)
-        later = np.ones(len(pos), dtype=bool)
-        later[1:] = pos[1:] > before[:-1]
-        later[1:] |= t[1:] != t[:-1]  # (a tag's first record has no one before it)
-        last = np.ones(len(pos), dtype=bool)
-        last[:-1] = (s[1:] != s[:-1]) | (t[1:] != t[:-1])
+        # Only the tags that go back: a record survives when its step is below every later
+        # step of its tag (a minimum accumulated from the tag's end), one pass per such tag.
         mask = np.zeros(n, dtype=bool)
-        mask[a + pos[~(later & last)]] = True
+        for t in np.unique(np.searchsorted(bounds, back, "right") - 1).tolist():
+            a, b = int(bounds[t]), int(bounds[t + 1])
+            seg = step[a:b]
+            after = np.minimum.accumulate(seg[::-1])[::-1]
+            mask[a : b - 1] = seg[:-1] >= after[1:]
     if restarts:
         at = np.array([r for r, _ in restarts], dtype=np.int64)
         by = np.argsort(at, kind="stable")
         at = at[by]
         floor = np.minimum.accumulate(np.array([s for _, s in restarts], dtype=np.int64)[by][::-1])[::-1]
-        written = np.arange(n) if rows is None else rows
-        k = np.searchsorted(at, written, "right")  # the first restart after each record
-        hit = k < len(at)
-        hit[hit] = step[hit] >= floor[k[hit]]
+        # by place in write order: the smallest step a later restart announced (none: no limit)
+        limit = np.repeat(np.append(floor, np.iinfo(np.int64).max), np.diff(np.concatenate([[0], np.clip(at, 0, n), [n]])))
+        hit = step >= (limit if rows is None else limit[rows])
         mask = hit if mask is None else mask | hit
     return mask if mask is not None and mask.any() else None
 
