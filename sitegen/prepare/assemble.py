@@ -12,7 +12,7 @@ from sitegen.config import Config
 from sitegen.downsample import downsample
 from sitegen.errors import Problem
 from sitegen.model import ChartLine, RunData, RunSource, SiteRun, Superseded, grouped_columns, slug
-from sitegen.prepare.resume import superseded
+from sitegen.prepare.resume import CONTINUES, superseded
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
@@ -94,7 +94,7 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str, replace
         return []
     g, cols = grouped_columns(table)
     step, wall, value = cols["step"], cols["wall_time"], cols["value"]
-    drop = superseded(step, g.bounds, None if g.in_place else g.order, run.restarts)
+    drop = None if run.format in CONTINUES else superseded(step, g.bounds, None if g.in_place else g.order, run.restarts)
     if drop is not None:
         gone = step[drop]
         replaced.append(Superseded(len(gone), int(gone.min()), int(gone.max())))

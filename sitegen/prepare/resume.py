@@ -6,11 +6,17 @@ orphaned. The charts and statistics show the newest records, the downloads keep 
 The rule is TensorBoard's, both ways it has: a record is superseded when a later record of its tag
 has a step at or below its own (the data server's preemption), or when a later SessionLog START
 announces a restart at a step at or below its own (EventAccumulator's purge, every tag).
+W&B runs are left whole: W&B never rewinds a resumed run (see :data:`CONTINUES`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+#: formats whose resumed runs go on rather than rewind: W&B keeps a run's steps increasing (its
+#: SDK drops a step below the current one; an offline resume restarts ``_step`` at 0, and
+#: ``wandb sync`` numbers those rows after the earlier ones), so no record there is superseded
+CONTINUES = frozenset({"wandb"})
 
 
 def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, restarts: list[tuple[int, int]]) -> np.ndarray | None:

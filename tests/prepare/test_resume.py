@@ -281,3 +281,39 @@ def test_vectorized_rule_matches_the_obvious_loop():
         if mask is not None:
             got[(np.arange(n) if g.in_place else g.order)[mask]] = True
         assert got.tolist() == superseded_reference(tags, steps.tolist(), restarts), (tags, steps.tolist(), restarts)
+
+
+WANDB_RESUMED = """
+import sys, time, wandb
+run = wandb.init(mode="offline", dir=sys.argv[1], project="p", id="resumed01", resume="allow")
+for i in range(5):
+    run.log({"loss": float(i)})
+run.finish()
+time.sleep(1.1)
+run = wandb.init(mode="offline", dir=sys.argv[1], project="p", id="resumed01", resume="allow")
+for i in range(3):
+    run.log({"loss": 10.0 + i})
+run.finish()
+"""
+
+
+def test_a_resumed_wandb_run_goes_on_rather_than_rewinds(tmp_path: Path):
+    """W&B never rewinds on resume: an offline resume starts ``_step`` at 0 again (wandb's own
+    sync numbers those rows after the earlier ones), so nothing of the first life is superseded."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(home), "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
+           "WANDB_CONSOLE": "off", "WANDB_MODE": "offline"}
+    subprocess.run([sys.executable, "-c", WANDB_RESUMED, str(tmp_path)], check=True, env=env, timeout=300, cwd=tmp_path)
+    raw = sitegen.read_scalars(tmp_path / "wandb").to_pydict()
+    assert raw["step"] == [0, 1, 2, 3, 4, 0, 1, 2]  # (as written: the second life counts from 0)
+    (data,) = sitegen.read_runs(tmp_path / "wandb")
+    site_run = assemble(RunSource(data.name, data.format, tmp_path, ()), data, [], WHOLE)
+    assert site_run.superseded is None
+    (line,) = site_run.lines
+    assert line.series.stats.count == 8 and line.series.step.tolist()[-2:] == [3, 4]
+    assert line.series.value.tolist()[-2:] == [3.0, 4.0]  # the first life's end is still drawn
