@@ -12,7 +12,7 @@ from sitegen.config import Config
 from sitegen.downsample import downsample
 from sitegen.errors import Problem
 from sitegen.model import ChartLine, RunData, RunSource, SiteRun, Superseded, grouped_columns, slug
-from sitegen.prepare.resume import CONTINUES, superseded
+from sitegen.prepare.resume import CONTINUES, newest_items, superseded
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
@@ -37,6 +37,10 @@ def families(sources: list[RunSource]) -> list[list[RunSource]]:
 def assemble(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
     """The run of ``source`` (``data``) with its sub-runs (``subs``) and every chart line."""
     replaced: list[Superseded] = []
+    for d in [data, *subs]:
+        if d.format not in CONTINUES:
+            for kind in ("histograms", "curves", "images", "audio", "texts"):
+                setattr(d, kind, newest_items(getattr(d, kind)))
     lines = _lines(data, "", config, source.name, replaced)
     for sub in subs:
         lines += _lines(sub, None, config, source.name, replaced)

@@ -71,3 +71,21 @@ def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int,
             drop(kept.setdefault(tags[i], []), steps[i])
             kept[tags[i]].append(i)
     return dropped
+
+
+def newest_items(items: list) -> list:
+    """``items`` (histograms, curves, images, audio, texts: each with a tag and a step, in write
+    order) without those a later item of their tag supersedes (the data server's preemption)."""
+    rows: dict[tuple[str, str], list[int]] = {}
+    for i, item in enumerate(items):
+        rows.setdefault((getattr(item, "kind", ""), item.tag), []).append(i)
+    gone: list[int] = []
+    for idx in rows.values():
+        steps = np.array([items[i].step for i in idx], dtype=np.int64)
+        if len(steps) > 1 and not bool(np.all(steps[1:] > steps[:-1])):
+            after = np.minimum.accumulate(steps[::-1])[::-1]
+            gone += [i for i, old in zip(idx[:-1], (steps[:-1] >= after[1:]).tolist()) if old]
+    if not gone:
+        return items
+    dropped = set(gone)
+    return [item for i, item in enumerate(items) if i not in dropped]

@@ -28,7 +28,7 @@ from sitegen.prepare.assemble import assemble
 from sitegen.prepare.resume import superseded, superseded_reference
 from tests.support import page_payload
 from tests.support.corpus import tf_file, tf_record
-from tests.support.rustboard import rustboard_scalars
+from tests.support.rustboard import rustboard_histograms, rustboard_scalars
 from tests.support.sites import assert_same_site, build_site
 
 BASE = 1_700_000_000.0
@@ -317,3 +317,32 @@ def test_a_resumed_wandb_run_goes_on_rather_than_rewinds(tmp_path: Path):
     (line,) = site_run.lines
     assert line.series.stats.count == 8 and line.series.step.tolist()[-2:] == [3, 4]
     assert line.series.value.tolist()[-2:] == [3.0, 4.0]  # the first life's end is still drawn
+
+
+def test_histograms_and_images_of_a_resumed_run_are_the_newest_too(tmp_path: Path):
+    """Histograms, images and texts follow the same rule per tag: the histograms shown are the
+    ones TensorBoard's data server serves."""
+    run = tmp_path / "logs" / "run"
+    rng = np.random.default_rng(3)
+    image = np.zeros((3, 4, 4), np.uint8)
+    with writer(run, ".1") as w:
+        for step in range(0, 100, 10):
+            w.add_histogram("weights", rng.normal(0, 1, 50), step, walltime=BASE + step)
+            w.add_image("sample", image, step, walltime=BASE + step)
+            w.add_text("note", f"first life {step}", step, walltime=BASE + step)
+    with writer(run, ".2") as w:
+        for step in range(55, 80, 10):
+            w.add_histogram("weights", rng.normal(5, 1, 50), step, walltime=BASE + 500 + step)
+            w.add_image("sample", image + 9, step, walltime=BASE + 500 + step)
+    want = rustboard_histograms(tmp_path / "logs")[("run", "weights")]
+    data = sitegen.read_run(run)
+    site_run = assemble(RunSource(".", data.format, run, ()), data, [], WHOLE)
+    got = site_run.data.histograms
+    assert [h.step for h in got] == [s for s, _, _ in want] == [0, 10, 20, 30, 40, 50, 55, 65, 75]
+    for h, (_, wall, buckets) in zip(got, want):
+        rows = np.array(buckets)
+        assert wall == pytest.approx(h.wall_time, abs=1e-6)
+        assert np.allclose(h.count.sum(), rows[:, 2].sum())
+    assert [(im.step, im.wall_time >= BASE + 500) for im in site_run.data.images] == \
+        [(s, s in (55, 65, 75)) for s in [0, 10, 20, 30, 40, 50, 55, 65, 75]]
+    assert [t.step for t in site_run.data.texts] == list(range(0, 100, 10))  # never written again: all kept

@@ -13,6 +13,15 @@ from pathlib import Path
 def rustboard_scalars(logdir: Path, *, timeout: float = 60.0) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
     """``{(run, tag): [(step, wall_time, value)]}`` as the data server serves them, every point
     (``scalars=all``). The server loads the folder once; it is asked until two answers agree."""
+    return _served(logdir, "scalars", timeout)
+
+
+def rustboard_histograms(logdir: Path, *, timeout: float = 60.0) -> dict[tuple[str, str], list[tuple[int, float, list]]]:
+    """``{(run, tag): [(step, wall_time, buckets as [left, right, count] rows)]}``, every one."""
+    return _served(logdir, "histograms", timeout)
+
+
+def _served(logdir: Path, plugin: str, timeout: float) -> dict:
     import grpc
     import tensorboard_data_server
     from tensorboard import context
@@ -22,7 +31,7 @@ def rustboard_scalars(logdir: Path, *, timeout: float = 60.0) -> dict[tuple[str,
     with tempfile.TemporaryDirectory() as tmp:
         port_file = os.path.join(tmp, "port")
         server = subprocess.Popen(
-            [tensorboard_data_server.server_binary(), f"--logdir={logdir}", "--reload=once", "--samples-per-plugin=scalars=all",
+            [tensorboard_data_server.server_binary(), f"--logdir={logdir}", "--reload=once", f"--samples-per-plugin={plugin}=all",
              "--port=0", f"--port-file={port_file}", "--die-after-stdin"],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -36,9 +45,14 @@ def rustboard_scalars(logdir: Path, *, timeout: float = 60.0) -> dict[tuple[str,
                 provider = grpc_provider.GrpcDataProvider(addr, data_provider_pb2_grpc.TensorBoardDataProviderStub(channel))
                 ctx, last = context.RequestContext(), None
                 while time.monotonic() < deadline:
-                    got = provider.read_scalars(ctx, experiment_id="", plugin_name="scalars", downsample=10**9)
-                    now = {(run, tag): [(d.step, d.wall_time, d.value) for d in points]
-                           for run, tags in got.items() for tag, points in tags.items()}
+                    if plugin == "scalars":
+                        got = provider.read_scalars(ctx, experiment_id="", plugin_name=plugin, downsample=10**9)
+                        now = {(run, tag): [(d.step, d.wall_time, d.value) for d in points]
+                               for run, tags in got.items() for tag, points in tags.items()}
+                    else:
+                        got = provider.read_tensors(ctx, experiment_id="", plugin_name=plugin, downsample=10**9)
+                        now = {(run, tag): [(d.step, d.wall_time, d.numpy.tolist()) for d in points]
+                               for run, tags in got.items() for tag, points in tags.items()}
                     if now and now == last:
                         return now
                     last = now
