@@ -204,6 +204,25 @@ def test_site_charts_the_newest_and_downloads_keep_every_record(tmp_path: Path, 
         assert len(drawn[tag]) == n
     assert drawn == {tag: [(s, v) for s, _, v in rows] for tag, rows in charted(run).items()}
     assert [s for s, _ in drawn["train/loss"]] == list(range(260))
+    # the comparison page's curves of the run: the same newest records
+    compared = {}
+    for piece in (tmp_path / "site" / "compare" / "all").glob("p-*.js"):
+        text = piece.read_text()
+        for tag, (runs, x, _wall, y) in json.loads(text[text.index("]=") + 2 : text.rindex(";")]):
+            at = 0
+            for entry in runs:
+                if entry["s"] == "proj/run":
+                    compared[tag] = list(zip(column(x)[at : at + entry["n"]], column(y)[at : at + entry["n"]]))
+                at += entry["n"]
+    assert compared == drawn
+
+
+def column(col: dict) -> list:
+    """A number column of a chart or comparison piece: an arithmetic run, int32 or float32."""
+    if "ap" in col:
+        return arithmetic(col["ap"])
+    ((kind, data),) = col.items()
+    return np.frombuffer(base64.b64decode(data), {"i4": "<i4", "f4": "<f4"}[kind]).tolist()
 
 
 def arithmetic(ap: list) -> list[int]:
