@@ -365,3 +365,30 @@ def test_histograms_and_images_of_a_resumed_run_are_the_newest_too(tmp_path: Pat
     assert [(im.step, im.wall_time >= BASE + 500) for im in site_run.data.images] == \
         [(s, s in (55, 65, 75)) for s in [0, 10, 20, 30, 40, 50, 55, 65, 75]]
     assert [t.step for t in site_run.data.texts] == list(range(0, 100, 10))  # never written again: all kept
+
+
+def test_a_resumed_visualdl_run_charts_the_newest_records(tmp_path: Path):
+    """VisualDL's LogWriter starts a new ``vdlrecords`` file per session (VisualDL itself reads
+    only the newest one): the two sessions fold into one run, the newest records from the
+    restart on, as the obvious loop over every record in write order says."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from visualdl import LogWriter
+
+    run = tmp_path / "run"
+    for session, (first, last, sign) in enumerate([(0, 120, 1.0), (70, 150, -1.0)]):
+        with LogWriter(logdir=str(run), file_name=f"vdlrecords.{1_700_000_000 + session}.log") as w:
+            for step in range(first, last + 1, 1 if session == 0 else 4):
+                w.add_scalar("train/loss", sign / (step + 1), step, walltime=1_700_000_000_000 + 1000 * session + step)
+                if step % 30 == 0:
+                    w.add_scalar("eval/acc", sign * step / 200, step, walltime=1_700_000_000_000 + 1000 * session + step)
+    raw = sitegen.read_scalars(run).to_pydict()
+    dropped = superseded_reference(raw["tag"], raw["step"], [])
+    want: dict = {}
+    for tag, step, wall, value, gone in zip(raw["tag"], raw["step"], raw["wall_time"], raw["value"], dropped):
+        if not gone:
+            want.setdefault(tag, []).append((step, wall, value))
+    assert sum(dropped) == 51 + 2  # loss 70..120, eval 90 and 120
+    assert_same(charted(run), want)
