@@ -100,6 +100,8 @@ def test_purge_step_session_start_charts_what_the_event_accumulator_keeps(tmp_pa
     run = tmp_path / "run"
     with writer(run, ".1") as w:
         first_life(w, 230)
+        for step in range(200, 231, 10):
+            w.add_scalar("late/metric", step / 7, step, walltime=BASE + step)
     with writer(run, ".2", purge_step=160) as w:
         for step in range(160, 200):  # still running: no eval, no learning rate yet
             w.add_scalar("train/loss", -1.0 / (step + 1), step, walltime=BASE + 1000 + step)
@@ -107,12 +109,13 @@ def test_purge_step_session_start_charts_what_the_event_accumulator_keeps(tmp_pa
     ea.Reload()
     want = {tag: [(e.step, e.wall_time, e.value) for e in ea.Scalars(tag)] for tag in ea.Tags()["scalars"]}
     assert [s for s, _, _ in want["eval/acc"]] == [0, 25, 50, 75, 100, 125, 150]  # purged by the START alone
+    assert want.pop("late/metric") == []  # every record orphaned: no chart
     assert_same(charted(run), want)
     # the data server ignores the START: there the old eval records from 175 on would stay
     assert [s for s, _, _ in rustboard_scalars(tmp_path)[("run", "eval/acc")]][-1] == 225
     # with the fast and the reference decoder alike
     data = sitegen.read_run(run, options=ReadOptions(fast=False))
-    assert data.restarts == sitegen.read_run(run).restarts == [(231 + 47 + 10, 160)]
+    assert data.restarts == sitegen.read_run(run).restarts == [(231 + 47 + 10 + 4, 160)]
 
 
 def test_steps_going_back_inside_one_file_are_a_restart_too(tmp_path: Path):
