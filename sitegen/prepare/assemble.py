@@ -12,7 +12,7 @@ from sitegen.config import Config
 from sitegen.downsample import downsample
 from sitegen.errors import Problem
 from sitegen.model import ChartLine, RunData, RunSource, SiteRun, Superseded, grouped_columns, slug
-from sitegen.prepare.resume import CONTINUES, newest_items, superseded
+from sitegen.prepare.resume import CONTINUES, REPEATS, newest_items, superseded
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
@@ -98,7 +98,8 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str, replace
         return []
     g, cols = grouped_columns(table)
     step, wall, value = cols["step"], cols["wall_time"], cols["value"]
-    drop = None if run.format in CONTINUES else superseded(step, g.bounds, None if g.in_place else g.order, run.restarts)
+    rows = None if g.in_place else g.order
+    drop = None if run.format in CONTINUES else superseded(step, g.bounds, rows, run.restarts, repeats=run.format in REPEATS)
     if drop is not None:
         gone = step[drop]
         replaced.append(Superseded(len(gone), int(gone.min()), int(gone.max())))

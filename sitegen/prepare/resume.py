@@ -17,16 +17,22 @@ import numpy as np
 #: SDK drops a step below the current one; an offline resume restarts ``_step`` at 0, and
 #: ``wandb sync`` numbers those rows after the earlier ones), so no record there is superseded
 CONTINUES = frozenset({"wandb"})
+#: formats that keep several values at one step by design (MLflow, e.g. a metric logged without a
+#: step): there only a step going back is a restart, and a repeated step supersedes nothing
+REPEATS = frozenset({"mlflow"})
 
 
-def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, restarts: list[tuple[int, int]]) -> np.ndarray | None:
+def superseded(
+    step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, restarts: list[tuple[int, int]], *, repeats: bool = False
+) -> np.ndarray | None:
     """Which records a later one supersedes, as a mask; None when none is (one compare pass).
     ``step``: the records grouped by tag, each tag's in write order (``bounds``: where tags
     start); ``rows``: each record's place in write order (None: already in it); ``restarts``:
-    (records written before it, its step) of each announced restart."""
+    (records written before it, its step) of each announced restart; ``repeats``: a later record
+    at the same step supersedes nothing (only one at a smaller step does)."""
     n = len(step)
     mask = None
-    back = np.flatnonzero(step[1:] <= step[:-1]) + 1  # a step at or below the one before it
+    back = np.flatnonzero(step[1:] < step[:-1] if repeats else step[1:] <= step[:-1]) + 1  # a step going back
     if len(back):
         back = back[~np.isin(back, bounds)]  # (not across two tags)
     if len(back):
@@ -37,7 +43,7 @@ def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, re
             a, b = int(bounds[t]), int(bounds[t + 1])
             seg = step[a:b]
             after = np.minimum.accumulate(seg[::-1])[::-1]
-            mask[a : b - 1] = seg[:-1] >= after[1:]
+            mask[a : b - 1] = seg[:-1] > after[1:] if repeats else seg[:-1] >= after[1:]
     if restarts:
         at = np.array([r for r, _ in restarts], dtype=np.int64)
         by = np.argsort(at, kind="stable")
@@ -50,14 +56,15 @@ def superseded(step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, re
     return mask if mask is not None and mask.any() else None
 
 
-def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int, int]]) -> list[bool]:
+def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int, int]], *, repeats: bool = False) -> list[bool]:
     """The obvious loop over records in write order (the tests' oracle): each record drops what
-    its tag kept from its step on; each restart drops what every tag kept from its step on."""
+    its tag kept from its step on (after it, with ``repeats``); each restart drops what every tag
+    kept from its step on."""
     kept: dict = {}
     dropped = [False] * len(steps)
 
-    def drop(row: list[int], at: int) -> None:
-        for j in [j for j in row if steps[j] >= at]:
+    def drop(row: list[int], at: int, after: bool = False) -> None:
+        for j in [j for j in row if steps[j] > at or (steps[j] == at and not after)]:
             dropped[j] = True
             row.remove(j)
 
@@ -68,7 +75,7 @@ def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int,
                 drop(row, marks[0][1])
             marks.pop(0)
         if i < len(steps):
-            drop(kept.setdefault(tags[i], []), steps[i])
+            drop(kept.setdefault(tags[i], []), steps[i], repeats)
             kept[tags[i]].append(i)
     return dropped
 

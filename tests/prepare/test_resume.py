@@ -272,7 +272,9 @@ def test_an_appended_restart_rebuilds_to_the_cold_build(tmp_path: Path):
 
 def test_other_formats_restarting_inside_one_file(tmp_path: Path):
     """MLflow (a resumed run appends to its metric file) and CSV (a script that appends after a
-    restart) follow the same rule: newest records from the restart step on."""
+    restart) follow the same rule: newest records from the restart step on. MLflow keeps several
+    values at one step by design (a metric logged without a step is all step 0): there only a
+    step going back is a restart, and the statistics keep every value of a repeated step."""
     from tests.support.corpus import write_mlflow
 
     lines = b"".join(b"%d %r %d\n" % (1_700_000_000_000 + s, float(s), s) for s in range(10))
@@ -280,6 +282,13 @@ def test_other_formats_restarting_inside_one_file(tmp_path: Path):
     write_mlflow(tmp_path / "ml", lines)
     got = charted(tmp_path / "ml")["loss"]
     assert [(s, v) for s, _, v in got] == [(s, float(s)) for s in range(5)] + [(s, -float(s)) for s in range(5, 8)]
+    no_step = b"".join(b"%d %r 0\n" % (1_700_000_000_000 + k, v) for k, v in enumerate([0.5, 0.1, 0.3]))
+    write_mlflow(tmp_path / "ml0", no_step)
+    (data,) = sitegen.read_runs(tmp_path / "ml0")
+    site_run = assemble(RunSource(data.name, data.format, tmp_path, ()), data, [], WHOLE)
+    (line,) = site_run.lines
+    st = line.series.stats
+    assert (st.count, st.min_value, st.max_value, st.last_value) == (3, 0.1, 0.5, 0.3) and site_run.superseded is None
     csv_run = tmp_path / "csv"
     csv_run.mkdir()
     rows = ["step,loss"] + [f"{s},{s}" for s in range(10)] + [f"{s},{-s}" for s in range(4, 12)]
@@ -298,11 +307,13 @@ def test_vectorized_rule_matches_the_obvious_loop():
         table = pa.table({"tag": tags, "step": steps.astype(np.int64), "wall_time": np.zeros(n), "value": np.zeros(n)},
                          schema=RUN_SCALARS_SCHEMA)
         g, cols = grouped_columns(table)
-        mask = superseded(cols["step"], g.bounds, None if g.in_place else g.order, restarts)
+        repeats = bool(rng.random() < 0.3)
+        mask = superseded(cols["step"], g.bounds, None if g.in_place else g.order, restarts, repeats=repeats)
         got = np.zeros(n, dtype=bool)
         if mask is not None:
             got[(np.arange(n) if g.in_place else g.order)[mask]] = True
-        assert got.tolist() == superseded_reference(tags, steps.tolist(), restarts), (tags, steps.tolist(), restarts)
+        want = superseded_reference(tags, steps.tolist(), restarts, repeats=repeats)
+        assert got.tolist() == want, (tags, steps.tolist(), restarts, repeats)
 
 
 WANDB_RESUMED = """
