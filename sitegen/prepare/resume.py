@@ -1,13 +1,5 @@
-"""Resumed runs: which scalar records a restart superseded.
-
-A job restarted from a checkpoint at step S writes steps S, S+1, ... again, in a new file (or
-appended to the same one: MLflow, CSV, JSON lines); what its first life wrote from S on is
-orphaned. The charts and statistics show the newest records, the downloads keep every record.
-The rule is TensorBoard's, both ways it has: a record is superseded when a later record of its tag
-has a step at or below its own (the data server's preemption), or when a later SessionLog START
-announces a restart at a step at or below its own (EventAccumulator's purge, every tag).
-W&B runs are left whole: W&B never rewinds a resumed run (see :data:`CONTINUES`).
-"""
+"""Resumed runs: a job restarted from a checkpoint at step S writes S, S+1, ... again, so the
+charts and statistics show its newest records from S on (TensorBoard's rule); downloads keep all."""
 
 from __future__ import annotations
 
@@ -25,11 +17,12 @@ REPEATS = frozenset({"mlflow"})
 def superseded(
     step: np.ndarray, bounds: np.ndarray, rows: np.ndarray | None, restarts: list[tuple[int, int]], *, repeats: bool = False
 ) -> np.ndarray | None:
-    """Which records a later one supersedes, as a mask; None when none is (one compare pass).
-    ``step``: the records grouped by tag, each tag's in write order (``bounds``: where tags
-    start); ``rows``: each record's place in write order (None: already in it); ``restarts``:
-    (records written before it, its step) of each announced restart; ``repeats``: a later record
-    at the same step supersedes nothing (only one at a smaller step does)."""
+    """Which records are superseded (a mask; None: none): by a later record of their tag at a step
+    at or below theirs (the data server's preemption) or a later SessionLog START (EventAccumulator)."""
+    # step: the records grouped by tag (bounds: where tags start), each tag's in write order;
+    # rows: each record's place in write order (None: already in it); restarts: (records written
+    # before it, its step) of each announced restart; repeats: a later record at the same step
+    # supersedes nothing. A run that never went back costs one compare pass.
     n = len(step)
     mask = None
     back = np.flatnonzero(step[1:] < step[:-1] if repeats else step[1:] <= step[:-1]) + 1  # a step going back
@@ -57,9 +50,8 @@ def superseded(
 
 
 def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int, int]], *, repeats: bool = False) -> list[bool]:
-    """The obvious loop over records in write order (the tests' oracle): each record drops what
-    its tag kept from its step on (after it, with ``repeats``); each restart drops what every tag
-    kept from its step on."""
+    """The obvious loop over records in write order, the tests' oracle: a record drops what its tag
+    kept from its step on (after it, with ``repeats``), a restart what every tag kept from its step on."""
     kept: dict = {}
     dropped = [False] * len(steps)
 
@@ -81,8 +73,8 @@ def superseded_reference(tags: list, steps: list[int], restarts: list[tuple[int,
 
 
 def newest_items(items: list) -> list:
-    """``items`` (histograms, curves, images, audio, texts: each with a tag and a step, in write
-    order) without those a later item of their tag supersedes (the data server's preemption)."""
+    """``items`` (histograms, curves, images, audio or texts, in write order) without those a later
+    item of their tag at a step at or below theirs supersedes (the data server's preemption)."""
     rows: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
         rows.setdefault((getattr(item, "kind", ""), item.tag), []).append(i)
