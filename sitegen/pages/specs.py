@@ -168,7 +168,8 @@ def _scatter(t) -> dict[str, Any]:
 
 def _trend(t) -> dict[str, Any]:
     """A trend: each run's last value (a dot linking to the run) and best value (a ring) at its
-    start time, change points (red rules) and the current baseline band."""
+    start time, change points (red rules, under the dots: the first run of a level stays
+    clickable) and the current baseline band."""
     base = alt.Chart(DATA)
     x = alt.X("x:T", title=t("chart.start"), scale=alt.Scale(type="utc"))
     y = alt.Y("y:Q", title=None, scale=alt.Scale(zero=False))
@@ -186,7 +187,7 @@ def _trend(t) -> dict[str, Any]:
         .encode(x=x, y=y, href="u:N", tooltip=tip)
     )
     change = base.mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5).transform_filter("datum.k == 'change'").encode(x=x)
-    return alt.layer(band, line, best, final, change).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+    return alt.layer(band, change, line, best, final).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
 
 
 def _trend_commit(t) -> dict[str, Any]:
@@ -198,13 +199,13 @@ def _trend_commit(t) -> dict[str, Any]:
     y = alt.Y("y:Q", title=None, scale=alt.Scale(zero=False))
     tip = [
         alt.Tooltip("s:N", title=t("chart.run")),
-        alt.Tooltip("h:N", title=t("chart.commit")),
+        alt.Tooltip("h:N", title=t("chart.hash")),
         alt.Tooltip("g:N", title=t("chart.ref")),
-        alt.Tooltip("x:T", title=t("chart.start"), format="%Y-%m-%d %H:%M", formatType="utc"),
+        alt.Tooltip("t:N", title=t("chart.start")),
         alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g"),
     ]
     level_tip = [
-        alt.Tooltip("h:N", title=t("chart.commit")),
+        alt.Tooltip("h:N", title=t("chart.hash")),
         alt.Tooltip("g:N", title=t("chart.ref")),
         alt.Tooltip("s:N", title=t("chart.runs")),
         alt.Tooltip("y:Q", title=t("chart.median"), format=".6~g"),
@@ -223,7 +224,7 @@ def _trend_commit(t) -> dict[str, Any]:
         .encode(x=x, y=y, href="u:N", tooltip=tip)
     )
     change = base.mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5).transform_filter("datum.k == 'change'").encode(x=x)
-    return alt.layer(band, line, level, best, final, change).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+    return alt.layer(band, change, line, level, best, final).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
 
 
 @functools.cache

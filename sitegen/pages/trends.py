@@ -12,7 +12,7 @@ from sitegen.config import Config
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import json_text
 from sitegen.pages.compare import group_slug
-from sitegen.pages.environment import common_context, page_context, render_page
+from sitegen.pages.environment import common_context, fmt_time, page_context, render_page
 
 
 def rows(tr: Any) -> dict[str, list]:
@@ -39,12 +39,12 @@ def rows(tr: Any) -> dict[str, list]:
 
 def commit_rows(ct: Any) -> dict[str, list]:
     """The commit chart's rows as columns: ``c`` the commit's label (the x position), ``h`` its
-    full hash, ``g`` its tag and branch, ``x`` the run's start (ms); ``k`` what a row is (final,
+    full hash, ``g`` its tag and branch, ``t`` the run's start (UTC); ``k`` what a row is (final,
     best, level: a commit's median, change, band from ``c`` to ``c2``)."""
-    cols: dict[str, list] = {c: [] for c in ("c", "c2", "x", "y", "y2", "s", "h", "g", "u", "k")}
+    cols: dict[str, list] = {c: [] for c in ("c", "c2", "t", "y", "y2", "s", "h", "g", "u", "k")}
 
     def add(c: str, k: str, y: float | None = None, **more: Any) -> None:
-        row = {"c": c, "k": k, "y": y, "c2": None, "x": None, "y2": None, "s": "", "h": "", "g": "", "u": ""} | more
+        row = {"c": c, "k": k, "y": y, "c2": None, "t": "", "y2": None, "s": "", "h": "", "g": "", "u": ""} | more
         for name, col in cols.items():
             col.append(row[name])
 
@@ -53,9 +53,9 @@ def commit_rows(ct: Any) -> dict[str, list]:
         for run in runs:
             link = f"../../runs/{run.slug}/index.html"
             final, best = run.metrics[ct.metric], run.best.get(ct.metric)
-            add(label, "final", final, x=run.start_time * 1000, s=run.name, h=full, g=ref, u=link)
+            add(label, "final", final, t=fmt_time(run.start_time), s=run.name, h=full, g=ref, u=link)
             if best is not None and best != final:
-                add(label, "best", best, x=run.start_time * 1000, s=run.name, h=full, g=ref, u=link)
+                add(label, "best", best, t=fmt_time(run.start_time), s=run.name, h=full, g=ref, u=link)
         add(label, "level", value, s=", ".join(r.name for r in runs), h=full, g=ref)
     for i in ct.changes:
         add(ct.labels[i], "change")

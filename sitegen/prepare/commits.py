@@ -86,40 +86,41 @@ def _name(value: str) -> str | None:
     return v[:MAX_NAME] if v and "\n" not in v else None
 
 
-def candidates(meta: dict[str, str], env: Environment | None, hparams: dict[str, HParamValue]) -> list[tuple[str, str]]:
-    """``(key, text)`` pairs where a run may name its commit, in order of trust: the tracker's
+def candidates(meta: dict[str, str], env: Environment | None, hparams: dict[str, HParamValue]) -> list[list[tuple[str, str]]]:
+    """``(key, text)`` pairs where a run may name its commit, in tiers of trust: the tracker's
     own fields (``tag:`` keys of the reader), the environment and provenance, the hyperparameters."""
-    out = [(k[4:], v) for k, v in sorted(meta.items()) if k.startswith("tag:") and isinstance(v, str)]
-    if env is not None:
-        out += sorted(env.provenance.items()) + sorted(env.items.items())
-    out += [(k, v) for k, v in sorted(hparams.items()) if isinstance(v, str)]
-    return out
+    tiers = [[(k[4:], v) for k, v in sorted(meta.items()) if k.startswith("tag:") and isinstance(v, str)]]
+    tiers.append([] if env is None else sorted(env.provenance.items()) + sorted(env.items.items()))
+    tiers.append([(k, v) for k, v in sorted(hparams.items()) if isinstance(v, str)])
+    return tiers
 
 
-def _first(pairs: list[tuple[str, str]], keys: tuple[str, ...], parse) -> tuple[str, str] | None:
-    """The first pair whose key is the earliest of ``keys`` with a value ``parse`` accepts."""
-    found: dict[str, tuple[str, str]] = {}
-    for k, v in pairs:
-        for name in _names(k):
-            if name in keys and name not in found:
-                got = parse(v)
-                if got is not None:
-                    found[name] = (k, got)
-    for name in keys:
-        if name in found:
-            return found[name]
+def _first(tiers: list[list[tuple[str, str]]], keys: tuple[str, ...], parse) -> tuple[str, str] | None:
+    """In the first tier that has one, the pair whose key comes first in ``keys`` and whose value
+    ``parse`` accepts: ``(key, parsed value)``."""
+    for pairs in tiers:
+        found: dict[str, tuple[str, str]] = {}
+        for k, v in pairs:
+            for name in _names(k):
+                if name in keys and name not in found:
+                    got = parse(v)
+                    if got is not None:
+                        found[name] = (k, got)
+        for name in keys:
+            if name in found:
+                return found[name]
     return None
 
 
 def commit_of(meta: dict[str, str], env: Environment | None = None, hparams: dict[str, HParamValue] | None = None) -> Commit | None:
     """The commit the run records, its tag and branch when known; None when it names none."""
-    pairs = candidates(meta, env, hparams or {})
-    got = _first(pairs, COMMIT_KEYS, _hash)
+    tiers = candidates(meta, env, hparams or {})
+    got = _first(tiers, COMMIT_KEYS, _hash)
     if got is None:
         return None
-    tag = _first(pairs, TAG_KEYS, _name)
-    branch = _first(pairs, BRANCH_KEYS, _name)
-    ref = next((v.strip() for k, v in pairs if _norm(k).endswith("github_ref") and v.strip().startswith("refs/")), "")
+    tag = _first(tiers, TAG_KEYS, _name)
+    branch = _first(tiers, BRANCH_KEYS, _name)
+    ref = next((v.strip() for pairs in tiers for k, v in pairs if _norm(k).endswith("github_ref") and v.strip().startswith("refs/")), "")
     if tag is None and ref.startswith("refs/tags/"):
         tag = ("GITHUB_REF", _name(ref) or "")
     if branch is None and ref.startswith("refs/heads/"):
