@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,15 @@ def test_the_readmes_in_ci_snippet_posts_on_a_new_build_and_fails_on_a_gate(tmp_
         write_metrics(logs / "vision" / "resnet" / "r1", 0, 20, seed=9)  # a regression
         assert night() == 5 and len(hook.requests) == 2
         assert json.loads(hook.requests[-1][2])["counts"]["added"] == 1
+
+
+def test_the_readme_shows_the_panel_and_a_trend_page_and_has_an_in_ci_section():
+    """Done when of issue 24: the README's "In CI" section names the nightly job's files, and its
+    screenshots of the What's new panel and of trend pages are PNG files of the repository."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    section = readme.split("### In CI", 1)[1].split("\n## ", 1)[0]
+    assert "examples/ci/cron-publish.sh" in section and "examples/ci/nightly.yml" in section
+    shots = dict((alt, path) for alt, path in re.findall(r"!\[([^\]]*)\]\((docs/[^)]+\.png)\)", readme))
+    wanted = [p for a, p in shots.items() if "What's new" in a or "trend page" in a]
+    assert len(wanted) == 3 and all(p in shots.values() for p in ("docs/whats-new.png", "docs/trend-page.png", "docs/trend-commit.png"))
+    assert all((ROOT / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in wanted)

@@ -169,17 +169,19 @@ def test_the_trend_by_commit(browser, commit_sites, language: str, recorded: str
         ctx.close()
 
 
-def test_the_trend_by_commit_served_with_the_csp_in_dark_mode(browser, commit_sites):
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_the_trend_by_commit_served_with_the_csp_in_dark_mode(browser, commit_sites, language: str):
     from sitegen.tools.serve import SiteServer
 
-    server = SiteServer(commit_sites["zh-CN"].resolve(), 0, quiet=True)
+    site = commit_sites[language].resolve()
+    server = SiteServer(site, 0, quiet=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     ctx = browser.new_context(viewport={"width": 1200, "height": 1000}, color_scheme="dark")
     ctx.add_init_script(CSP_PROBE)
     try:
         page = ctx.new_page()
         problems = watch(page)
-        rel = next(commit_sites["zh-CN"].resolve().glob("trends/vision-resnet-*/index.html")).relative_to(commit_sites["zh-CN"].resolve())
+        rel = next(site.glob("trends/vision-resnet-*/index.html")).relative_to(site)
         response = page.goto(f"http://127.0.0.1:{server.server_address[1]}/{rel.as_posix()}#x=commit")
         assert "script-src 'self'" in response.headers["content-security-policy"]
         page.wait_for_function("document.querySelectorAll('.chart.by-commit.drawn').length === 2", timeout=30000)
