@@ -1,7 +1,8 @@
 """The one commit a run records: the key forms it is found under (tracker git fields, CI
-variables, hyperparameters) and, end to end, runs written by the real W&B, MLflow, Comet, ClearML
-and tensorboardX writers in git repositories, whose commit (``git rev-parse``) is the oracle. The
-commit survives a rebuild that reuses the runs from their summaries."""
+variables, hyperparameters) and, end to end, runs written by the real W&B, MLflow, Comet, ClearML,
+tensorboardX and VisualDL writers (the trackers in git repositories, whose commit from
+``git rev-parse`` is the oracle). The commit survives a rebuild that reuses the runs from their
+summaries."""
 
 from __future__ import annotations
 
@@ -105,6 +106,18 @@ def test_real_writers_commits_reach_the_run_states_and_survive_a_rebuild(tmp_pat
             w = SummaryWriter(str(run), filename_suffix=".text")
             w.add_text("environment" if kind == "environment" else "hyperparameters/config", text, 0)
             w.close()
+    from visualdl import LogWriter
+
+    for i, (text, hparams) in enumerate([(f"GIT_COMMIT: {tagged}\nGIT_BRANCH: release", None), (None, {"git_commit": tagged[:12]})]):
+        with LogWriter(logdir=str(logs / "vdl" / "m" / f"r{i}")) as w:  # PaddlePaddle's writer
+            for step in range(5):
+                w.add_scalar("eval/acc", 0.5 + 0.01 * step, step)
+            if text:
+                w.add_text("environment", text, 0)
+            if hparams:
+                w.add_hparams({**hparams, "lr": 0.1}, ["eval/acc"])
+    expected["vdl/m/r0"] = (tagged, None, "release")
+    expected["vdl/m/r1"] = (tagged[:12], None, None)
     expected["tb/m/r0"] = (tagged, "v2.0", None)
     expected["tb/m/r1"] = (tagged[:9], None, None)
     expected["tb/m/r2"] = (tagged, None, "dev")
@@ -123,7 +136,7 @@ def test_real_writers_commits_reach_the_run_states_and_survive_a_rebuild(tmp_pat
     assert by_format["comet"]["commit"] == read["comet"].meta["tag:git.commit"]
     assert by_format["comet"]["commit_branch"] == "master"  # (Comet records refs/heads/master)
     assert (by_format["clearml"]["commit"], by_format["clearml"]["commit_branch"]) == (read["clearml"].meta["tag:git.commit"], "master")
-    assert {n: (s["commit"], s["commit_tag"], s["commit_branch"]) for n, s in got.items() if n.startswith("tb/")} == expected
+    assert {n: (s["commit"], s["commit_tag"], s["commit_branch"]) for n, s in got.items() if n.startswith(("tb/", "vdl/"))} == expected
     write_metrics(logs / "tb" / "m" / "r9", 0, 5, seed=9)  # a rebuild: the other runs come from their summaries
     build(logs, out, BuildOptions(config=Config(), cache=cache))
     again = states(out)
