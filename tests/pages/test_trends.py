@@ -104,7 +104,7 @@ def commit_sites(tmp_path_factory) -> dict:
         run = logs / "vision" / "resnet" / f"r{i:02d}"
         write_metrics(run, 0, 5, seed=(0 if i < 6 else 30) + i % 2, start=1_700_000_000 + 3600 * i)
         if i < 12:
-            ref = "refs/tags/v1.0" if i // 2 == 0 else "refs/heads/main"
+            ref = "refs/tags/v1.0" if i // 2 == 0 else HOSTILE_BRANCH if i // 2 == 5 else "refs/heads/main"
             (run / "env.json").write_text(json.dumps({"GITHUB_SHA": shas[i // 2], "GITHUB_REF": ref}))
     sites = {}
     for language in ("en", "zh-CN"):
@@ -113,9 +113,14 @@ def commit_sites(tmp_path_factory) -> dict:
     return {"shas": shas, **sites}
 
 
+HOSTILE_BRANCH = "refs/heads/<img src=x onerror=alert(1)>"
+
+
 def watch(page) -> list[str]:
-    """Console errors and warnings (Vega's among them), page errors and CSP violations."""
+    """Console errors and warnings (Vega's among them), page errors, dialogs (a branch name
+    from a log run as markup would open one)."""
     problems: list[str] = []
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
     page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
     return problems
@@ -157,6 +162,10 @@ def test_the_trend_by_commit(browser, commit_sites, language: str, recorded: str
         page.wait_for_selector("#vg-tooltip-element.visible", timeout=5000)
         tip = page.inner_text("#vg-tooltip-element")
         assert "vision/resnet/r07" in tip and shas[3] in tip and "main" in tip
+        dots.nth(11).hover()  # (its branch is markup: shown as text)
+        page.wait_for_function("document.querySelector('#vg-tooltip-element').textContent.includes('vision/resnet/r11')", timeout=5000)
+        assert "<img src=x onerror=alert(1)>" in page.inner_text("#vg-tooltip-element")
+        assert page.eval_on_selector_all("#vg-tooltip-element img", "imgs => imgs.length") == 0
         steps = page.locator(".by-commit .change-points li").first.inner_text()
         assert shas[3][:7] in steps  # the change point: at the 4th commit
         dot.click()
