@@ -37,6 +37,9 @@ def rows(tr: Any) -> dict[str, list]:
     return cols
 
 
+MAX_NAMED = 5  # runs a commit's tick names in its tooltip
+
+
 def commit_rows(ct: Any) -> dict[str, list]:
     """The commit chart's rows as columns: ``c`` the commit's label (the x position), ``h`` its
     full hash, ``g`` its tag and branch, ``t`` the run's start (UTC); ``k`` what a row is (final,
@@ -56,7 +59,8 @@ def commit_rows(ct: Any) -> dict[str, list]:
             add(label, "final", final, t=fmt_time(run.start_time), s=run.name, h=full, g=ref, u=link)
             if best is not None and best != final:
                 add(label, "best", best, t=fmt_time(run.start_time), s=run.name, h=full, g=ref, u=link)
-        add(label, "level", value, s=", ".join(r.name for r in runs), h=full, g=ref)
+        names = ", ".join(r.name for r in runs[:MAX_NAMED]) + (f", … (+{len(runs) - MAX_NAMED})" if len(runs) > MAX_NAMED else "")
+        add(label, "level", value, s=names, h=full, g=ref)
     for i in ct.changes:
         add(ct.labels[i], "change")
     if ct.band is not None and ct.labels:

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from sitegen.config import Config
+from sitegen.pages.trends import commit_rows
 from sitegen.pipeline.build import BuildOptions, build
 from sitegen.prepare.changes import RunState
-from sitegen.prepare.trends import change_points, trend
+from sitegen.prepare.trends import change_points, commit_trend, trend
 from tests.support.corpus import write_metrics
 from tests.support.trendgen import trend_site
 
@@ -202,3 +203,19 @@ def test_the_trend_by_commit_served_with_the_csp_in_dark_mode(browser, commit_si
         ctx.close()
         server.shutdown()
         server.server_close()
+
+
+def test_commit_rows_name_the_runs_of_a_commit_and_place_the_band_and_steps():
+    states = [RunState(f"p/m/r{i:02d}", f"s{i}", "p/m", 1e9 + i, None, 1, 1, None, {"acc": 0.5 if i < 21 else 0.8}, {"acc": 0.9},
+                       f"{i // 7:x}" * 40, "v1" if i < 7 else None, "main") for i in range(42)]  # fmt: skip
+    ct = commit_trend("acc", states)
+    cols = commit_rows(ct)
+    rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+    levels = [r for r in rows if r["k"] == "level"]
+    assert [r["c"] for r in levels] == ct.labels == ["v1", "1111111", "2222222", "3333333", "4444444", "5555555"]
+    assert levels[0]["s"] == "p/m/r00, p/m/r01, p/m/r02, p/m/r03, p/m/r04, … (+2)" and levels[0]["g"] == "v1 · main"
+    assert [r["c"] for r in rows if r["k"] == "change"] == ["3333333"]
+    (band,) = [r for r in rows if r["k"] == "band"]
+    assert (band["c"], band["c2"]) == ("3333333", "5555555") and band["y"] == pytest.approx(0.8) == band["y2"]
+    finals = [r for r in rows if r["k"] == "final"]
+    assert len(finals) == 42 and finals[8]["h"] == "1" * 40 and finals[8]["u"] == "../../runs/s8/index.html"
