@@ -333,6 +333,9 @@ class RunData:
     meta: dict[str, str] = field(default_factory=dict)  # title, status, start/end time, tags
     artifacts: list[Artifact] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: restarts the logs announce (TensorBoard's SessionLog START): (scalar rows written before
+    #: it, its step); the records before it from that step on are superseded in the charts
+    restarts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
@@ -343,7 +346,10 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
         out.scalars = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         if len(tables) > 1:
             _merge_groups(out.scalars, tables)
+    rows = 0
     for p in parts:
+        out.restarts += [(rows + r, s) for r, s in p.restarts]
+        rows += p.scalars.num_rows
         out.files += p.files
         out.images += p.images
         out.audio += p.audio
@@ -445,6 +451,16 @@ class ChartLine:
     series: "Series"
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """Scalar records a resumed run wrote again: the charts and statistics show the newer ones,
+    the downloads keep both. ``count`` records at steps ``first_step``..``last_step``."""
+
+    count: int
+    first_step: int
+    last_step: int
+
+
 @dataclass(eq=False)
 class SiteRun:
     """A run as the site shows it: its own data plus its sub-runs, and chart-ready series."""
@@ -460,6 +476,7 @@ class SiteRun:
     end_time: float | None = None
     last_step: int | None = None
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
+    superseded: Superseded | None = None  # records replaced by a resumed run (not charted)
     commit: Commit | None = None  # what the run records of its commit (see sitegen.prepare.commits)
 
 

@@ -43,15 +43,19 @@ def gather(
 ) -> tuple[list[RunSource], set[str]] | None:
     """The folder itself when it is an ``offline-*`` session, and each ``offline-*.zip`` here
     whose folder is not beside it."""
+    session = os.path.basename(dirpath).startswith("offline-") and TASK in filenames
+    zips = sorted(f for f in filenames if f.startswith("offline-") and f.endswith(".zip"))
+    if not session and not zips:
+        return None  # (asked of every folder of the archive)
     directory = Path(dirpath)
     rel = directory.relative_to(archive).as_posix()
     runs: list[RunSource] = []
     taken: set[str] = set()
-    if os.path.basename(dirpath).startswith("offline-") and TASK in filenames:
+    if session:
         files = tuple(directory / f for f in FILES if f in filenames)
         runs.append(RunSource("." if rel in ("", ".") else rel, FORMAT, directory, files))
         taken |= {f for f in FILES if f in filenames}
-    for z in sorted(f for f in filenames if f.startswith("offline-") and f.endswith(".zip")):
+    for z in zips:
         if z[:-4] not in dirnames:
             runs.append(RunSource(z[:-4] if rel in ("", ".") else f"{rel}/{z[:-4]}", FORMAT, directory, (directory / z,)))
             taken.add(z)

@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from sitegen.errors import Problem, UsageError, shown
 from sitegen.fileio import OutsideRoots, outside, real_roots
@@ -23,8 +24,9 @@ from sitegen.model import RunSource
 log = logging.getLogger(__name__)
 
 
-def _run_name(directory: Path, archive: Path) -> str:
-    rel = directory.relative_to(archive).as_posix()
+def _run_name(dirpath: str, top: str) -> str:
+    """The name of the run in ``dirpath``, a folder ``os.walk(top)`` gave (so it starts with ``top``)."""
+    rel = dirpath[len(top) :].strip(os.sep).replace(os.sep, "/")
     return "." if rel in ("", ".") else shown(rel)  # (a folder name that is not UTF-8: its bytes as \xNN)
 
 
@@ -67,9 +69,11 @@ def scan(
     gatherers = [r for r in READERS.values() if hasattr(r, "gather")]
     hidden = {name for r in READERS.values() for name in getattr(r, "HIDDEN_FOLDERS", ())}
     unread = [r for r in READERS.values() if hasattr(r, "unread")]
+    order = list(READERS.values())
+    top = os.fspath(archive)
     # plain strings until a run is found: the scan visits every folder of the archive, and
     # pathlib cost it more than the system calls
-    for dirpath, dirnames, filenames in os.walk(archive, followlinks=True, onerror=onerror):
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=onerror):
         try:
             st = os.lstat(dirpath)  # the stat itself, unless it is a link (then checked and followed)
             if stat.S_ISLNK(st.st_mode):
@@ -107,20 +111,23 @@ def scan(
                 runs, used = got
                 found.extend(runs)
                 taken |= used
-                own_name = own_name or any(r.directory == Path(dirpath) and r.name == _run_name(r.directory, archive) for r in runs)
+                here = Path(dirpath)
+                own_name = own_name or any(r.directory == here and r.name == _run_name(dirpath, top) for r in runs)
         if taken:
             dirnames[:] = [d for d in dirnames if d not in taken]
         if not regular or own_name:
             continue  # a gathered run named after this folder: other logs here are its artifacts
-        for reader in READERS.values():
-            if hasattr(reader, "gather"):
-                continue
-            args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
-            files = sorted(f for f in filenames if f in regular and f not in taken and reader.claims(f, *args))
-            if files:
-                directory = Path(dirpath)
-                found.append(RunSource(_run_name(directory, archive), reader.FORMAT, directory, tuple(directory / f for f in files)))
-                break
+        # the first reader in registry order that claims a file left here reads the folder
+        left: dict[str, int] = {}
+        for f, i in regular.items():
+            j = None if f in taken else _plain_claimer(order, i, f, patterns)
+            if j is not None:
+                left[f] = j
+        if left:
+            reader = order[min(left.values())]
+            files = sorted(f for f, i in left.items() if order[i] is reader or _claims(reader, f, patterns))
+            directory = Path(dirpath)
+            found.append(RunSource(_run_name(dirpath, top), reader.FORMAT, directory, tuple(directory / f for f in files)))
     return _attach_sub_runs(sorted(found, key=lambda s: s.name), include, exclude)
 
 
@@ -144,12 +151,23 @@ def _inside(sources: list[RunSource], roots: tuple[str, ...], problems: list[Pro
     return out
 
 
-def _claimed(name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
-    for reader in READERS.values():
-        args = (patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()
-        if reader.claims(name, *args):
-            return True
-    return False
+def _claims(reader: Any, name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
+    return reader.claims(name, *((patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()))
+
+
+def _plain_claimer(order: list, first: int, name: str, patterns: dict[str, tuple[str, ...]]) -> int | None:
+    """The position of the first reader from ``first`` on that claims ``name`` and reads a
+    folder's files itself (a gatherer has had its say)."""
+    for i in range(first, len(order)):
+        r = order[i]
+        if not hasattr(r, "gather") and (i == first or _claims(r, name, patterns)):
+            return i
+    return None
+
+
+def _first_claimer(name: str, patterns: dict[str, tuple[str, ...]]) -> int | None:
+    """The registry position of the first reader that claims a file of this name."""
+    return next((i for i, r in enumerate(READERS.values()) if _claims(r, name, patterns)), None)
 
 
 def _report_odd_entries(
@@ -159,14 +177,16 @@ def _report_odd_entries(
     patterns: dict[str, tuple[str, ...]],
     problems: list[Problem],
     roots: tuple[str, ...],
-) -> set[str]:
+) -> dict[str, int]:
     """Entries named like log files that are not regular files (a directory, FIFO, socket or
     device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
-    opening a FIFO would block the build. So is a symlink that leads outside ``roots``. Returns the claimed names that are regular files (one
-    stat each, the only one the scan makes; hidden ones included, but never reported)."""
-    regular: set[str] = set()
+    opening a FIFO would block the build. So is a symlink that leads outside ``roots``. Returns
+    the claimed names that are regular files, with the position of their first claimer (one stat each,
+    the only one the scan makes; hidden ones included, but never reported)."""
+    regular: dict[str, int] = {}
     for name in sorted(filenames) + list(dirnames):
-        if not _claimed(name, patterns):
+        first = _first_claimer(name, patterns)
+        if first is None:
             continue
         path = os.path.join(directory, name)
         try:
@@ -188,7 +208,7 @@ def _report_odd_entries(
             problems.append(Problem(path, None, kind, f"named like a log file but {what}; skipped"))
             continue
         if stat.S_ISREG(st.st_mode):
-            regular.add(name)
+            regular[name] = first
         elif not name.startswith("."):
             what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
             problems.append(Problem(path, None, "not-a-file", f"named like a log file but {what}; skipped"))

@@ -65,6 +65,9 @@ def gather(
         if m and os.path.isfile(os.path.join(dirpath, d, f"run-{m.group(2)}.wandb")):
             groups.setdefault(m.group(2), []).append((m.group(1), d))
             taken.add(d)
+    own = sorted(f for f in filenames if claims(f))
+    if not groups and not own:
+        return None  # (asked of every folder of the archive)
     directory = Path(dirpath)
     runs = []
     if groups and "latest-run" in dirnames:  # a link to the newest run folder (a copy of it after `cp -L`)
@@ -74,7 +77,6 @@ def gather(
         first = directory / dirs[0][1]
         files = tuple(directory / d / f"run-{rid}.wandb" for _, d in dirs)
         runs.append(RunSource(first.relative_to(archive).as_posix(), FORMAT, first, files))
-    own = sorted(f for f in filenames if claims(f))
     if own:
         rel = directory.relative_to(archive).as_posix()
         runs.append(RunSource("." if rel in ("", ".") else rel, FORMAT, directory, tuple(directory / f for f in own)))
