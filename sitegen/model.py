@@ -408,6 +408,17 @@ class Environment:
     provenance: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Commit:
+    """The commit a run was trained from, as its logs record it (a tracker's git fields, its
+    environment, a hyperparameter): a lower-case hex hash, its git tag and branch when known."""
+
+    hash: str
+    tag: str | None = None
+    branch: str | None = None
+    source: str = ""  # the key it was read from (``git.commit``, ``GITHUB_SHA``, ...)
+
+
 @dataclass(eq=False, repr=False)
 class RunDetails:
     """What a run page shows beyond the run's data, read from its folder (environment, notes,
@@ -466,6 +477,7 @@ class SiteRun:
     last_step: int | None = None
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
     superseded: Superseded | None = None  # records replaced by a resumed run (not charted)
+    commit: Commit | None = None  # what the run records of its commit (see sitegen.prepare.commits)
 
 
 def slug(name: str, kind: str = "") -> str:
