@@ -59,6 +59,7 @@ class Fields:
     stop: np.ndarray
     value: np.ndarray
     broken: np.ndarray  # per message: not well-formed (its fields up to the damage are listed)
+    head: np.ndarray | None = None  # (from :func:`fields`) the 8 bytes at ``tag_at``, little-endian
 
     def pick(self, number: int, wire: int = LEN) -> np.ndarray:
         return np.flatnonzero((self.number == number) & (self.wire == wire))
@@ -161,63 +162,123 @@ def walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], np.uint64)
+PAD = 512  # zero bytes after a buffer's data, so a word read a few bytes past a field needs no bounds check
 
 
-def _tail_words(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The little-endian words at ``at`` for those within 8 bytes of the end (zero-filled)."""
-    out = np.zeros(len(at), np.uint64)
-    for i in np.flatnonzero(at > len(buf) - 8).tolist():
-        chunk = buf[max(int(at[i]), 0) : int(at[i]) + 8].tobytes().ljust(8, b"\0")
-        out[i] = int.from_bytes(chunk, "little")
-    return out
+def padded(buf: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """``buf`` with at least :data:`PAD` bytes after ``stop.max()`` (copied only when short)."""
+    if len(stop) and int(stop.max()) + PAD > len(buf):
+        return np.concatenate([buf, np.zeros(PAD, np.uint8)])
+    return buf
 
 
-def _matrix(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
-    """Row ``i``: ``buf[start[i]:start[i] + length[i]]`` zero-padded to ``width`` bytes."""
-    words = width // 8
-    out = np.empty((len(start), words), np.uint64)
-    top = len(buf) - 8
-    octets = np.lib.stride_tricks.as_strided(buf, (max(top + 1, 0), 8), (1, 1)) if top >= 0 else None
-    for j in range(words):
-        at = start + 8 * j
-        if octets is None:
-            w = np.zeros(len(start), np.uint64)
-        else:
-            w = np.ascontiguousarray(octets[np.clip(at, 0, top)]).view(np.uint64).ravel()
-            w = np.where(at <= top, w, _tail_words(buf, at))
-        out[:, j] = w & _MASKS[np.clip(length - 8 * j, 0, 8)]
-    return out.view(np.uint8).reshape(len(start), width)
+def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
+    """The little-endian ``size``-byte words at positions ``at`` of ``buf``, as int64 (one
+    gather for several bytes; ``buf`` padded past every position read)."""
+    view = np.ndarray((len(buf) - size + 1,), f"<u{size}", buffer=buf, strides=(1,))
+    return view[at].astype(np.int64) if size < 8 else view[at].view(np.int64)
+
+
+def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
+    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), listed field index
+    by field index (the first field of every message, then the second...), then the fields of
+    irregular messages message by message; ``head``: the 8 bytes at each field's tag.
+
+    Fast path: messages made only of length-delimited fields with one-byte tags and lengths
+    under 16384 (wandb's history and summary records and their items): one numpy step per field
+    index, each reading one 8-byte word per message. A message with any other field is walked by
+    :func:`walk` (exact for any layout). Messages in buffer order: each run is in buffer order.
+    """
+    buf = padded(buf, stop)
+    n = len(start)
+    pos = start.astype(np.int64, copy=True)
+    odd = np.zeros(n, bool)
+    idx = np.flatnonzero(pos < stop)
+    parts: list[tuple[np.ndarray, ...]] = []
+    while len(idx):
+        p = pos[idx]
+        h = words(buf, p)
+        t, b1 = h & 0xFF, (h >> 8) & 0xFF
+        s = p + 2
+        e = s + b1
+        ok = (t < 0x80) & ((t & 7) == LEN) & (t >= 8)
+        two = np.flatnonzero(b1 >= 0x80)
+        if len(two):  # a two-byte length
+            b2 = (h[two] >> 16) & 0xFF
+            s[two] += 1
+            e[two] = s[two] + ((b1[two] & 0x7F) | (b2 << 7))
+            ok[two] &= b2 < 0x80
+        ok &= e <= stop[idx]
+        odd[idx[~ok]] = True
+        good = idx[ok]
+        parts.append((good, t[ok], p[ok], s[ok], e[ok], h[ok]))
+        pos[good] = e[ok]
+        idx = good[pos[good] < stop[good]]
+    cols: list[list[np.ndarray]] = [[] for _ in range(8)]  # owner, number, wire, tag at, start, stop, value, head
+    for good, t, p, s, e, h in parts:
+        keep = ~odd[good]
+        m = len(good[keep])
+        new = (good[keep], t[keep] >> 3, np.full(m, LEN), p[keep], s[keep], e[keep], np.zeros(m, np.uint64), h[keep])
+        for col, v in zip(cols, new):
+            col.append(v)
+    broken = np.zeros(n, bool)
+    if odd.any():
+        which = np.flatnonzero(odd)
+        rest = walk(buf, start[which], stop[which])
+        broken[which] = rest.broken
+        new = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.tag_at))
+        for col, v in zip(cols, new):
+            col.append(v)
+    if not cols[0]:
+        z = np.zeros(0, np.int64)
+        return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
+    flat = [np.concatenate(c) if len(c) > 1 else c[0] for c in cols]
+    return Fields(flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], broken, flat[7])
+
+
+def spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, kind: pa.DataType | None = None) -> pa.Array:
+    """The byte strings ``buf[start[i]:stop[i]]`` as one Arrow array, copied by Arrow.
+
+    Fast for spans that are a few runs in buffer order, each run of disjoint spans (the fields
+    :func:`fields` lists): per run, one ``take`` of the even entries of an array laid over
+    ``buf`` whose odd entries are the gaps. Anything else is sorted first, or gathered by numpy.
+    """
+    kind = pa.large_binary() if kind is None else kind
+    n = len(start)
+    cuts = np.flatnonzero(start[1:] < start[:-1]) + 1
+    if len(cuts) > 64:
+        order = np.argsort(start, kind="stable")
+        where = np.empty(n, np.int64)
+        where[order] = np.arange(n)
+        return _laid(buf, start[order], stop[order], kind).take(pa.array(where))
+    bounds = [0, *cuts.tolist(), n]
+    parts = [_laid(buf, start[a:b], stop[a:b], kind) for a, b in zip(bounds, bounds[1:])]
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def _laid(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """:func:`spans` of spans in buffer order."""
+    n = len(start)
+    if n > 1 and (start[1:] < stop[:-1]).any():  # overlapping spans: one gather
+        lens = stop - start
+        ends = np.cumsum(lens)
+        text = buf[np.arange(ends[-1]) - np.repeat(ends - lens - start, lens)]
+        offsets = np.concatenate([[0], ends]).astype(np.int64)
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+    offsets = np.empty(2 * n + 1, np.int64)
+    offsets[0:-1:2], offsets[1:-1:2] = start, stop
+    offsets[-1] = stop[-1] if n else 0
+    laid = pa.Array.from_buffers(kind, 2 * n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    return laid.take(pa.array(np.arange(0, 2 * n, 2)))
 
 
 def key_codes(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
     """Codes of the byte strings ``buf[start:stop]`` (equal bytes, equal code) and each code's
-    bytes. Hashed in numpy, each string then compared with its code's first one."""
-    n = len(start)
-    if not n:
+    bytes: Arrow's hash table over the spans (exact)."""
+    if not len(start):
         return np.zeros(0, np.int64), []
-    length = stop - start
-    width = int(min(length.max(), 64))
-    width = max(8, -(-width // 8) * 8)
-    fits = length <= width
-    words = _matrix(buf, start, np.where(fits, length, 0), width).view(np.uint64)
-    h = length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    with np.errstate(over="ignore"):
-        for j in range(words.shape[1]):
-            h = (h ^ words[:, j]) * np.uint64(0x100000001B3) + np.uint64(j + 1)
-    uniq, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    same = (words == words[first[inverse]]).all(axis=1) & (length == length[first[inverse]]) & fits
-    codes = inverse.astype(np.int64)
-    names = [buf[start[i] : stop[i]].tobytes() for i in first.tolist()]
-    odd = np.flatnonzero(~same)
-    if len(odd):  # a hash collision or a long key: told apart by their bytes
-        index = {b: i for i, b in enumerate(names)}
-        for i in odd.tolist():
-            b = buf[start[i] : stop[i]].tobytes()
-            codes[i] = index.setdefault(b, len(index))
-            if codes[i] == len(names):
-                names.append(b)
-    return codes, names
+    enc = spans(buf, start, stop).dictionary_encode()
+    return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist()
 
 
 def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -233,18 +294,12 @@ def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | N
     idx = np.flatnonzero(numeric)
     if not len(idx):
         return out, numeric
-    lens = length[idx]
-    ends = np.cumsum(lens)
-    if ends[-1] < 2**31:  # the texts back to back, parsed by Arrow's cast (correctly rounded, NaN/Infinity too)
-        text = buf[np.arange(ends[-1]) - np.repeat(ends - lens - start[idx], lens)]
-        offsets = np.concatenate([[0], ends]).astype(np.int32)
-        try:
-            arr = pa.StringArray.from_buffers(len(idx), pa.py_buffer(offsets), pa.py_buffer(text))
-            out[idx] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            return out, numeric
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-            pass  # one that is not a number after all: one at a time below
-    data = buf.tobytes() if raw is None else raw
+    try:  # parsed by Arrow's cast (correctly rounded, NaN/Infinity too)
+        out[idx] = spans(buf, start[idx], stop[idx], pa.large_string()).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return out, numeric
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        pass  # one that is not a number after all: one at a time below
+    data = raw if raw is not None and int(stop[idx].max()) <= len(raw) else buf.tobytes()
     for k, t in zip(idx.tolist(), map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist()))):
         try:
             out[k] = float(t)
@@ -301,23 +356,50 @@ def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(c[0], c[1], c[2], c[3], c[4], c[5], c[6], broken)
 
 
-def items(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(key start, key stop, value start, value stop, ok) of ``HistoryItem``/``SummaryItem``
-    messages: up to three key fields (``key`` or ``nested_key``, under 128 bytes each), then
-    ``value_json`` (under 128 bytes) to the end, as the writers lay them out, in one pass;
-    ``ok`` false for any other layout (the caller walks those)."""
+def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of the ``HistoryItem``/``SummaryItem``
+    messages that are the fields ``sel`` of ``f`` (from :func:`fields`): one to three key fields
+    (``key`` or ``nested_key``, under 128 bytes each), then ``value_json`` (under 128 bytes) to the
+    end, as the writers lay them out; ``ok`` false for any other layout (the caller walks those).
+    One key field, the usual case, is read from the field's head word and one more word."""
+    start, stop = f.start[sel], f.stop[sel]
+    buf = padded(buf, stop)
+    assert f.head is not None
+    d = start - f.tag_at[sel]  # 2 or 3 on the fast path
+    h = f.head[sel] >> (8 * np.minimum(d, 6))  # the item's first bytes
+    kt, kl = h & 0xFF, (h >> 8) & 0xFF
+    far = np.flatnonzero(d > 6)
+    if len(far):
+        kt[far], kl[far] = buf[start[far]], buf[start[far] + 1]
+    v = start + 2 + kl
+    w = words(buf, v, 4)
+    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & ((w & 0xFFFF) == 0x0182)
+    vlen = (w >> 16) & 0xFF
+    ok &= (vlen < 0x80) & (v + 3 + vlen == stop)
+    p = v
+    more = np.flatnonzero(~ok & ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (v <= stop))
+    if len(more):  # two or three key fields (e.g. a nested key)
+        ks, ke, _, _, ok2 = _items_rounds(buf, start[more], stop[more])
+        p[more], ok[more] = ke, ok2
+    return start, p, p + 3, stop, ok
+
+
+def _items_rounds(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`items` for any number of key fields up to three, a key field per round; each round
+    looks only at the items not placed yet."""
     top = len(buf) - 1
     p = start.copy()
-    keys = np.zeros(len(start), np.int64)
-    going = np.ones(len(start), bool)
+    ok = np.zeros(len(start), bool)
+    going = np.arange(len(start))
     for _ in range(3):
-        t = buf[np.minimum(p, top)]
-        ln = buf[np.minimum(p + 1, top)].astype(np.int64)
-        step = going & ((t == 0x0A) | (t == 0x12)) & (ln < 0x80) & (p + 2 + ln <= stop)
-        p = np.where(step, p + 2 + ln, p)
-        keys += step
-        going &= step
-    t0, t1 = buf[np.minimum(p, top)], buf[np.minimum(p + 1, top)]
-    vlen = buf[np.minimum(p + 2, top)].astype(np.int64)
-    ok = (keys > 0) & (t0 == 0x82) & (t1 == 0x01) & (vlen < 0x80) & (p + 3 + vlen == stop)
+        q = p[going]
+        t = buf[np.minimum(q, top)]
+        ln = buf[np.minimum(q + 1, top)].astype(np.int64)
+        step = ((t == 0x0A) | (t == 0x12)) & (ln < 0x80) & (q + 2 + ln <= stop[going])
+        going, v = going[step], q[step] + 2 + ln[step]
+        p[going] = v
+        vlen = buf[np.minimum(v + 2, top)].astype(np.int64)
+        done = (buf[np.minimum(v, top)] == 0x82) & (buf[np.minimum(v + 1, top)] == 0x01) & (vlen < 0x80) & (v + 3 + vlen == stop[going])
+        ok[going[done]] = True
+        going = going[~done]
     return start, p, p + 3, stop, ok

@@ -79,6 +79,40 @@ def flat_numbers(obj: Any, prefix: str, out: list[tuple[str, float]]) -> None:
         out.append((prefix, float(obj) if abs(obj) < 2**1023 else math.copysign(math.inf, obj)))
 
 
+def buffer_order(start: np.ndarray, split: int) -> np.ndarray:
+    """A permutation putting messages (given in file order) in buffer order: the records joined
+    from several chunks live after the file's ``split`` bytes, so that is two runs; a message's
+    place in the file stays ``perm[j]``. Anything else is sorted."""
+    n = len(start)
+    perm = np.arange(n)
+    if n > 1 and (start[1:] < start[:-1]).any():
+        late = start >= split
+        perm = np.concatenate([np.flatnonzero(~late), np.flatnonzero(late)])
+        s = start[perm]
+        if (s[1:] < s[:-1]).any():
+            perm = np.argsort(start, kind="stable")
+    return perm
+
+
+def _steps(buf: np.ndarray, hist: fast.Fields, n: int) -> np.ndarray:
+    """The ``step.num`` of each history record (0 without one). Fast path: the step message is
+    exactly one varint field of at most 9 bytes; otherwise every step message is walked."""
+    steps = np.zeros(n, np.int64)
+    st = hist.pick(2)
+    if not len(st):
+        return steps
+    s, e = hist.start[st], hist.stop[st]
+    v, end, ok = fast._short_varint(buf, s + 1, 9)
+    ok &= (buf[np.minimum(s, len(buf) - 1)] == 0x08) & (end == e)
+    if (ok | (s == e)).all():
+        steps[hist.owner[st[ok]]] = v[ok]
+        return steps
+    sf = fast.walk(buf, s, e)
+    nums = sf.pick(1, fast.VARINT)
+    steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
+    return steps
+
+
 def history_rows(
     buf: np.ndarray,
     spans: fast.Fields,
@@ -88,28 +122,31 @@ def history_rows(
     offsets: np.ndarray,
     problems: list[Problem],
     raw: bytes | None,
+    split: int,
 ) -> None:
-    """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields)."""
-    hist = fast.walk(buf, spans.start[picked], spans.stop[picked])
-    for h in np.flatnonzero(hist.broken)[:1].tolist():
+    """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields, in
+    file order). Read in buffer order; the rows are put back in file order at the end."""
+    perm = buffer_order(spans.start[picked], split)
+    picked = picked[perm]
+    hist = fast.fields(buf, spans.start[picked], spans.stop[picked])
+    bad = np.flatnonzero(hist.broken)
+    if len(bad):
+        first = bad[np.argmin(perm[bad])]
         problems.append(
             Problem(
                 path,
-                int(offsets[spans.owner[picked[h]]]),
+                int(offsets[spans.owner[picked[first]]]),
                 "bad-record",
                 "a history record is not well-formed; its items before the damage kept",
             )
         )
     n = len(picked)
-    steps = np.zeros(n, np.int64)
-    st = hist.pick(2)
-    if len(st):
-        sf = fast.walk(buf, hist.start[st], hist.stop[st])
-        nums = sf.pick(1, fast.VARINT)
-        steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
+    steps = _steps(buf, hist, n)
     it = hist.pick(1)
     row = hist.owner[it]  # history record of each item
-    ks, ke, vs, ve, ok = item_spans(buf, hist.start[it], hist.stop[it])
+    # an item's place in the file: its record's place, then its place in the record
+    place = perm[row] * 2**32 + (hist.tag_at[it] - spans.start[picked][row])
+    ks, ke, vs, ve, ok = item_spans(buf, hist, it)
     interleaved = ok & (vs >= ks) & (vs < ke)
     codes, names = fast.key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
     tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
@@ -128,6 +165,7 @@ def history_rows(
         if c is None:
             continue
         sel = np.flatnonzero(numeric & (code == c))
+        sel = sel[np.argsort(place[sel], kind="stable")]  # the last one in a record wins
         v = values[sel]
         if name == "_step":
             good = np.isfinite(v) & (np.abs(v) < 2**63)
@@ -141,16 +179,19 @@ def history_rows(
     typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
     parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
     keep &= ~np.isin(code, list(parts.values()))
+    found = []
     for tag in typed:
         c = state.tags.get(tag + ".path")
-        for i in np.flatnonzero(code == c).tolist() if c is not None else []:
-            media_item(
-                state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
-            )
+        found += [(int(place[i]), tag, i) for i in (np.flatnonzero(code == c).tolist() if c is not None else [])]
+    for _, tag, i in sorted(found):
+        media_item(
+            state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
+        )
     sel = np.flatnonzero(keep)
-    extra_c, extra_r, extra_v = [], [], []
+    extra_c, extra_r, extra_v, extra_p = [], [], [], []
     lead = buf[np.minimum(vs, len(buf) - 1)]
-    for i in np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs)).tolist():
+    objects = np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs))
+    for i in objects[np.argsort(place[objects], kind="stable")].tolist():
         obj = json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", errors="replace"))
         leaves: list[tuple[str, float]] = []
         name = next(t for t, c in state.tags.items() if c == code[i])
@@ -161,17 +202,21 @@ def history_rows(
             extra_c.append(state.code(leaf))
             extra_r.append(int(row[i]))
             extra_v.append(number)
+            extra_p.append(int(place[i]))
     rows = np.concatenate([row[sel], np.array(extra_r, np.int64)])
-    state.codes.append(np.concatenate([code[sel], np.array(extra_c, np.int64)]))
+    order = np.argsort(np.concatenate([place[sel], np.array(extra_p, np.int64)]), kind="stable")  # back in file order
+    rows = rows[order]
+    state.codes.append(np.concatenate([code[sel], np.array(extra_c, np.int64)])[order])
     state.steps.append(steps[rows])
     state.walls.append(walls[rows])
-    state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)]))
+    state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)])[order])
 
 
-def item_spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(key start, key stop, value start, value stop, ok) of items: the common layout in one
-    pass (:func:`fast.items`), the others walked field by field."""
-    ks, ke, vs, ve, ok = fast.items(buf, start, stop)
+def item_spans(buf: np.ndarray, f: fast.Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of the items that are the fields ``sel``
+    of ``f``: the common layout in one pass (:func:`fast.items`), the others walked field by field."""
+    start, stop = f.start[sel], f.stop[sel]
+    ks, ke, vs, ve, ok = fast.items(buf, f, sel)
     ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
     odd = np.flatnonzero(~ok)
     if len(odd):
@@ -213,13 +258,15 @@ def tag_code(state: State, raw: bytes) -> int:
     return state.code(name) if name else -1
 
 
-def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State) -> None:
+def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State, split: int) -> None:
     """Summary records folded in order: per key, the last update or remove wins."""
     if not len(picked):
         return
-    msgs = fast.walk(buf, top.start[picked], top.stop[picked])
+    perm = buffer_order(top.start[picked], split)
+    picked = picked[perm]
+    msgs = fast.fields(buf, top.start[picked], top.stop[picked])
     ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
-    ks, ke, vs, ve, ok = item_spans(buf, msgs.start[ops], msgs.stop[ops])
+    ks, ke, vs, ve, ok = item_spans(buf, msgs, ops)
     removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
     ks[removes], ke[removes], ok[removes] = msgs.start[ops[removes]], msgs.stop[ops[removes]], True
     idx = np.flatnonzero(ok)
@@ -235,11 +282,14 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
             name = ""
         label.append(ids.setdefault(name, len(ids)))
     by_name = np.array(label, np.int64)[codes]
-    found, from_end = np.unique(by_name[::-1], return_index=True)
+    owner = msgs.owner[ops[idx]]
+    place = perm[owner] * 2**32 + (msgs.tag_at[ops[idx]] - top.start[picked][owner])  # file order
+    last = np.full(len(ids), -1, np.int64)
+    np.maximum.at(last, by_name, place)
     named = list(ids)
-    for k, j in zip(found.tolist(), (len(by_name) - 1 - from_end).tolist()):  # per key, its last operation
+    for j in np.flatnonzero(place == last[by_name]).tolist():  # per key, its last operation
         op = int(idx[j])
-        name = named[k]
+        name = named[by_name[j]]
         if not name:
             continue
         if msgs.number[ops[op]] == 2:
