@@ -59,7 +59,7 @@ class Fields:
     stop: np.ndarray
     value: np.ndarray
     broken: np.ndarray  # per message: not well-formed (its fields up to the damage are listed)
-    head: np.ndarray | None = None  # (from :func:`fields`) the 8 bytes at ``tag_at``, little-endian
+    head: np.ndarray | None = None  # (from :func:`fields`) the first bytes of each field's contents (at least 5)
 
     def pick(self, number: int, wire: int = LEN) -> np.ndarray:
         return np.flatnonzero((self.number == number) & (self.wire == wire))
@@ -175,6 +175,8 @@ def padded(buf: np.ndarray, stop: np.ndarray) -> np.ndarray:
 def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
     """The little-endian ``size``-byte words at positions ``at`` of ``buf``, as int64 (one
     gather for several bytes; ``buf`` padded past every position read)."""
+    if not len(at):
+        return np.zeros(0, np.int64)
     view = np.ndarray((len(buf) - size + 1,), f"<u{size}", buffer=buf, strides=(1,))
     return view[at].astype(np.int64) if size < 8 else view[at].view(np.int64)
 
@@ -182,7 +184,7 @@ def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
 def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), listed field index
     by field index (the first field of every message, then the second...), then the fields of
-    irregular messages message by message; ``head``: the 8 bytes at each field's tag.
+    irregular messages message by message; ``head``: the first bytes of each field's contents.
 
     Fast path: messages made only of length-delimited fields with one-byte tags and lengths
     under 16384 (wandb's history and summary records and their items): one numpy step per field
@@ -191,49 +193,53 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     """
     buf = padded(buf, stop)
     n = len(start)
-    pos = start.astype(np.int64, copy=True)
     odd = np.zeros(n, bool)
-    idx = np.flatnonzero(pos < stop)
+    idx = np.flatnonzero(start < stop)
+    p, lim = start[idx], stop[idx]
     parts: list[tuple[np.ndarray, ...]] = []
     while len(idx):
-        p = pos[idx]
         h = words(buf, p)
-        t, b1 = h & 0xFF, (h >> 8) & 0xFF
-        s = p + 2
-        e = s + b1
-        ok = (t < 0x80) & ((t & 7) == LEN) & (t >= 8)
+        b1 = (h >> 8) & 0xFF
+        e = p + 2 + b1
         two = np.flatnonzero(b1 >= 0x80)
         if len(two):  # a two-byte length
             b2 = (h[two] >> 16) & 0xFF
-            s[two] += 1
-            e[two] = s[two] + ((b1[two] & 0x7F) | (b2 << 7))
-            ok[two] &= b2 < 0x80
-        ok &= e <= stop[idx]
-        odd[idx[~ok]] = True
-        good = idx[ok]
-        parts.append((good, t[ok], p[ok], s[ok], e[ok], h[ok]))
-        pos[good] = e[ok]
-        idx = good[pos[good] < stop[good]]
-    cols: list[list[np.ndarray]] = [[] for _ in range(8)]  # owner, number, wire, tag at, start, stop, value, head
-    for good, t, p, s, e, h in parts:
-        keep = ~odd[good]
-        m = len(good[keep])
-        new = (good[keep], t[keep] >> 3, np.full(m, LEN), p[keep], s[keep], e[keep], np.zeros(m, np.uint64), h[keep])
-        for col, v in zip(cols, new):
-            col.append(v)
+            e[two] = p[two] + 3 + ((b1[two] & 0x7F) | (b2 << 7))
+            e[two[b2 >= 0x80]] = -1  # (a longer one: not the fast path)
+        t = h & 0xFF
+        ok = ((t & 0x87) == LEN) & (t >= 8) & (e <= lim) & (e > p)
+        if not ok.all():
+            odd[idx[~ok]] = True
+            idx, p, e, h, lim = idx[ok], p[ok], e[ok], h[ok], lim[ok]
+        parts.append((idx, p, e, h))
+        live = e < lim
+        idx, p, lim = idx[live], e[live], lim[live]
     broken = np.zeros(n, bool)
+    if not parts and not odd.any():
+        z = np.zeros(0, np.int64)
+        return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
+    owner, tag_at, stops, head = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
+    if odd.any():
+        keep = ~odd[owner]
+        owner, tag_at, stops, head = owner[keep], tag_at[keep], stops[keep], head[keep]
+    skip = 2 + (((head >> 8) & 0xFF) >= 0x80)
+    cols = [
+        owner,
+        (head & 0xFF) >> 3,
+        np.full(len(owner), LEN),
+        tag_at,
+        tag_at + skip,
+        stops,
+        np.zeros(len(owner), np.uint64),
+        head >> (8 * skip),
+    ]
     if odd.any():
         which = np.flatnonzero(odd)
         rest = walk(buf, start[which], stop[which])
         broken[which] = rest.broken
-        new = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.tag_at))
-        for col, v in zip(cols, new):
-            col.append(v)
-    if not cols[0]:
-        z = np.zeros(0, np.int64)
-        return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
-    flat = [np.concatenate(c) if len(c) > 1 else c[0] for c in cols]
-    return Fields(flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], broken, flat[7])
+        more = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.start))
+        cols = [np.concatenate([c, m]) for c, m in zip(cols, more)]
+    return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
 
 
 def spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, kind: pa.DataType | None = None) -> pa.Array:
@@ -325,35 +331,80 @@ def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray
 
 def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     """The top-level fields of ``wandb_internal.Record`` messages. Most records are ``num`` then
-    one length-delimited field with a one-byte tag that runs to the end: read in one step each;
-    the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
-    top = len(buf) - 1
-    first = buf[np.minimum(start, top)]
-    _, after, ok = _short_varint(buf, start + 1, 5)
-    tag = buf[np.minimum(after, top)].astype(np.int64)
-    length, s, ok2 = _short_varint(buf, after + 1, 3)
-    fast = (first == 0x08) & ok & ok2 & (tag < 0x80) & ((tag & 7) == LEN) & (s + length == stop) & (start < stop)
+    one length-delimited field with a one-byte tag that runs to the end: read from two words
+    each; the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
+    buf = padded(buf, stop)
+    n = len(start)
+    w = words(buf, start)
+    size = np.full(n, 6)  # bytes of ``num``: the first byte after the tag without a continuation bit
+    for i in range(5, 0, -1):
+        size[((w >> (8 * i + 7)) & 1) == 0] = i
+    after = start + 1 + size
+    tag = (w >> (8 * np.minimum(size + 1, 7))) & 0xFF
+    w2 = words(buf, after + 1)
+    b0, b1, b2 = w2 & 0xFF, (w2 >> 8) & 0xFF, (w2 >> 16) & 0xFF
+    length = np.where(b0 < 0x80, b0, np.where(b1 < 0x80, (b0 & 0x7F) | (b1 << 7), (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)))
+    s = after + 2 + (b0 >= 0x80) + ((b0 >= 0x80) & (b1 >= 0x80))
+    ok = ((w & 0xFF) == 0x08) & (size <= 5) & ((tag & 0x87) == LEN) & ~((b0 >= 0x80) & (b1 >= 0x80) & (b2 >= 0x80))
+    fast = ok & (s + length == stop) & (start < stop)
     slow = np.flatnonzero(~fast)
+    quick = np.flatnonzero(fast)
     rest = walk(buf, start[slow], stop[slow])
     keep = rest.number != 1
-    quick = np.flatnonzero(fast)
-    n = len(quick)
-    z = np.zeros(n, np.int64)
-    owner = np.concatenate([quick, slow[rest.owner[keep]]])
-    order = np.argsort(owner, kind="stable")
+    counts = fast.astype(np.int64)
+    counts[slow] = np.bincount(rest.owner[keep], minlength=len(slow))
+    first = np.cumsum(counts) - counts  # owner by owner, fields in order
+    heads = np.searchsorted(rest.owner[keep], np.arange(len(slow)))
+    places = np.concatenate([first[quick], first[slow[rest.owner[keep]]] + np.arange(int(keep.sum())) - heads[rest.owner[keep]]])
     cols = [
-        owner,
+        np.concatenate([quick, slow[rest.owner[keep]]]),
         np.concatenate([tag[quick] >> 3, rest.number[keep]]),
-        np.concatenate([z + LEN, rest.wire[keep]]),
+        np.concatenate([np.full(len(quick), LEN), rest.wire[keep]]),
         np.concatenate([after[quick], rest.tag_at[keep]]),
         np.concatenate([s[quick], rest.start[keep]]),
         np.concatenate([stop[quick], rest.stop[keep]]),
-        np.concatenate([np.zeros(n, np.uint64), rest.value[keep]]),
+        np.concatenate([np.zeros(len(quick), np.uint64), rest.value[keep]]),
     ]
-    broken = np.zeros(len(start), bool)
+    out = []
+    for c in cols:
+        o = np.empty_like(c)
+        o[places] = c
+        out.append(o)
+    broken = np.zeros(n, bool)
     broken[slow] = rest.broken
-    c = [col[order] for col in cols]
-    return Fields(c[0], c[1], c[2], c[3], c[4], c[5], c[6], broken)
+    return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
+
+
+def _item_head(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(tag, length) of the first field of the items that are the fields ``sel`` of ``f``."""
+    assert f.head is not None
+    h = f.head[sel]
+    return h & 0xFF, (h >> 8) & 0xFF
+
+
+def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(key stop, likely) of items: where one to three key fields followed by the ``value_json``
+    tag would end the key, and whether it looks so. Not a check of the whole item (:func:`items`)."""
+    start, stop = f.start[sel], f.stop[sel]
+    buf = padded(buf, stop)
+    kt, kl = _item_head(buf, f, sel)
+    ke = start + 2 + kl
+    likely = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
+    nxt = buf[np.where(likely, ke, 0)]
+    going = np.flatnonzero(likely & ((nxt == 0x0A) | (nxt == 0x12)))
+    likely &= nxt == 0x82
+    for _ in range(2):  # a second or third key field
+        if not len(going):
+            break
+        ln = buf[ke[going] + 1]
+        e = ke[going] + 2 + ln
+        more = (ln < 0x80) & (e < stop[going])
+        going = going[more]
+        ke[going] = e[more]
+        nxt = buf[ke[going]]
+        likely[going[nxt == 0x82]] = True
+        going = going[(nxt == 0x0A) | (nxt == 0x12)]
+    return ke, likely
 
 
 def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -364,13 +415,7 @@ def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]
     One key field, the usual case, is read from the field's head word and one more word."""
     start, stop = f.start[sel], f.stop[sel]
     buf = padded(buf, stop)
-    assert f.head is not None
-    d = start - f.tag_at[sel]  # 2 or 3 on the fast path
-    h = f.head[sel] >> (8 * np.minimum(d, 6))  # the item's first bytes
-    kt, kl = h & 0xFF, (h >> 8) & 0xFF
-    far = np.flatnonzero(d > 6)
-    if len(far):
-        kt[far], kl[far] = buf[start[far]], buf[start[far] + 1]
+    kt, kl = _item_head(buf, f, sel)
     v = start + 2 + kl
     w = words(buf, v, 4)
     ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & ((w & 0xFFFF) == 0x0182)

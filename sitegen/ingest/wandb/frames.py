@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.ingest.wandb.fast import PAD, words
+from sitegen.ingest.wandb.fast import PAD, spans, words
 
 MAGIC = b":W&B\xe1\xbe\x00"
 BLOCK = 32768
@@ -201,29 +201,34 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
         open_from = int(np.flatnonzero(kinds == FIRST)[-1])
         if not stop_kind:
             out.open_at = int(offs[open_from])
-    full = np.flatnonzero(kinds[:open_from] == FULL)
-    starts, ends, where = [offs[full] + CHUNK], [offs[full] + CHUNK + lens[full]], [offs[full]]
-    firsts = np.flatnonzero(kinds[:open_from] == FIRST)
-    if len(firsts):
-        lasts = np.flatnonzero(kinds[:open_from] == LAST)
-        extra, base = [], size
-        for f, la in zip(firsts.tolist(), lasts.tolist()):
-            joined = b"".join(buf[int(offs[i]) + CHUNK : int(offs[i] + CHUNK + lens[i])].tobytes() for i in range(f, la + 1))
-            starts.append(np.array([base], np.int64))
-            ends.append(np.array([base + len(joined)], np.int64))
-            where.append(offs[f : f + 1])
-            extra.append(joined)
-            base += len(joined)
-        out.buf = np.concatenate([buf, np.frombuffer(b"".join(extra), np.uint8), np.zeros(PAD, np.uint8)])
-    if len(out.buf) == size:
-        out.buf = np.concatenate([buf, np.zeros(PAD, np.uint8)])
-    s, e, w_ = np.concatenate(starts), np.concatenate(ends), np.concatenate(where)
-    order = np.argsort(w_, kind="stable")
-    out.start, out.end, out.offset = s[order], e[order], w_[order]
+    k = kinds[:open_from]
+    heads = np.flatnonzero((k == FULL) | (k == FIRST))  # each record's first chunk, in file order
+    out.offset = offs[heads]
+    out.start = offs[heads] + CHUNK
+    out.end = out.start + lens[heads]
+    parts = np.flatnonzero(k != FULL)  # chunks of records in several: joined after the file's bytes
+    extra = np.zeros(0, np.uint8)
+    if len(parts):
+        extra = _joined(buf, offs[parts] + CHUNK, offs[parts] + CHUNK + lens[parts])
+        upto = size + np.cumsum(lens[parts])  # where each chunk's bytes end there
+        first, last = np.flatnonzero(k[parts] == FIRST), np.flatnonzero(k[parts] == LAST)
+        joined = k[heads] == FIRST
+        out.start[joined], out.end[joined] = upto[first] - lens[parts[first]], upto[last]
+    out.buf = np.concatenate([buf, extra, np.zeros(PAD, np.uint8)])
     out.intact = int(offs[open_from - 1] + CHUNK + lens[open_from - 1]) if open_from else len(MAGIC)
     if stop_kind:
         out.problems.append(_problem(path, stop_at, stop_kind, size))
     return out
+
+
+def _joined(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """The bytes of the spans one after another (copied by Arrow in one pass)."""
+    pieces = spans(buf, start, stop)
+    data, offsets = pieces.buffers()[2], np.frombuffer(pieces.buffers()[1], np.int64)
+    ends = offsets[pieces.offset : pieces.offset + len(pieces) + 1]
+    if data is None or ends[-1] == ends[0]:
+        return np.zeros(0, np.uint8)
+    return np.frombuffer(data, np.uint8)[ends[0] : ends[-1]]
 
 
 def _problem(path: str, at: int, kind: str, size: int) -> Problem:

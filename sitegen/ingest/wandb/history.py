@@ -96,18 +96,27 @@ def buffer_order(start: np.ndarray, split: int) -> np.ndarray:
 
 def _steps(buf: np.ndarray, hist: fast.Fields, n: int) -> np.ndarray:
     """The ``step.num`` of each history record (0 without one). Fast path: the step message is
-    exactly one varint field of at most 9 bytes; otherwise every step message is walked."""
+    exactly one varint field of at most 4 bytes (steps under 2^28), read from the field's head
+    word; otherwise every step message is walked."""
     steps = np.zeros(n, np.int64)
     st = hist.pick(2)
     if not len(st):
         return steps
-    s, e = hist.start[st], hist.stop[st]
-    v, end, ok = fast._short_varint(buf, s + 1, 9)
-    ok &= (buf[np.minimum(s, len(buf) - 1)] == 0x08) & (end == e)
-    if (ok | (s == e)).all():
-        steps[hist.owner[st[ok]]] = v[ok]
+    assert hist.head is not None
+    h, size = hist.head[st], hist.stop[st] - hist.start[st]
+    value, ok = np.zeros(len(st), np.int64), (h & 0xFF) == 0x08
+    going = ok.copy()
+    for i in range(1, 5):  # varint byte i of the field
+        b = (h >> (8 * i)) & 0xFF
+        value |= np.where(going, (b & 0x7F) << (7 * (i - 1)), 0)
+        ends = going & (b < 0x80)
+        ok &= ~ends | (size == i + 1)
+        going &= ~ends
+    ok &= ~going
+    if (ok | (size == 0)).all():
+        steps[hist.owner[st[ok]]] = value[ok]
         return steps
-    sf = fast.walk(buf, s, e)
+    sf = fast.walk(buf, hist.start[st], hist.stop[st])
     nums = sf.pick(1, fast.VARINT)
     steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
     return steps
@@ -156,7 +165,7 @@ def history_rows(
         name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
         code[i] = state.code(name) if name else -1
     skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
-    wanted = np.flatnonzero(ok & (code >= 0) & ~np.isin(code, skip))  # (not parsed: values never shown)
+    wanted = np.flatnonzero(ok & ~_member(code, skip, len(state.tags)))  # (not parsed: values never shown)
     values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
     values[wanted], numeric[wanted] = fast.numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
     walls = np.full(n, np.nan)
@@ -173,12 +182,11 @@ def history_rows(
         else:
             target[row[sel]] = v
     system = np.array([state.tags.get(s, -2) for s in SYSTEM])
-    keep = numeric & (code >= 0) & ~np.isin(code, system)
-    keep &= ~np.isin(code, [c for t, c in state.tags.items() if t.startswith("_wandb")])
+    dropped = [c for t, c in state.tags.items() if t.startswith("_wandb")] + [c for c in system.tolist() if c >= 0]
     # media and tables (wandb >= 0.2x logs them as leaf items beside a ``<key>._type``): not charts
     typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
     parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
-    keep &= ~np.isin(code, list(parts.values()))
+    keep = numeric & ~_member(code, dropped + list(parts.values()), len(state.tags))
     found = []
     for tag in typed:
         c = state.tags.get(tag + ".path")
@@ -210,6 +218,14 @@ def history_rows(
     state.steps.append(steps[rows])
     state.walls.append(walls[rows])
     state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)])[order])
+
+
+def _member(code: np.ndarray, chosen: list[int], count: int) -> np.ndarray:
+    """Whether each tag code is one of ``chosen`` (or -1, no tag), by one lookup per code."""
+    table = np.zeros(count + 1, bool)
+    table[chosen] = True
+    table[-1] = True
+    return table[code]
 
 
 def item_spans(buf: np.ndarray, f: fast.Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -259,19 +275,40 @@ def tag_code(state: State, raw: bytes) -> int:
 
 
 def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State, split: int) -> None:
-    """Summary records folded in order: per key, the last update or remove wins."""
+    """Summary records folded in order: per key, the last update or remove wins.
+
+    Only the last operation on each key matters, so the usual item (one key field, then the
+    value) is first told apart by its key alone; the items that win are then checked in full,
+    and if one is not laid out that way the fold is done again with every item checked."""
     if not len(picked):
         return
     perm = buffer_order(top.start[picked], split)
     picked = picked[perm]
     msgs = fast.fields(buf, top.start[picked], top.stop[picked])
     ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
-    ks, ke, vs, ve, ok = item_spans(buf, msgs, ops)
+    owner = msgs.owner[ops]
+    place = perm[owner] * 2**32 + (msgs.tag_at[ops] - top.start[picked][owner])  # file order
+    if not _fold(buf, msgs, ops, place, state, lazy=True):
+        _fold(buf, msgs, ops, place, state, lazy=False)
+
+
+def _fold(buf: np.ndarray, msgs: fast.Fields, ops: np.ndarray, place: np.ndarray, state: State, lazy: bool) -> bool:
     removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
-    ks[removes], ke[removes], ok[removes] = msgs.start[ops[removes]], msgs.stop[ops[removes]], True
+    ks, ke = msgs.start[ops].copy(), msgs.stop[ops].copy()
+    vs, ve = ke.copy(), ke.copy()
+    ok = removes.copy()
+    guess = np.zeros(len(ops), bool)
+    if lazy:
+        ke_guess, guess = fast.item_key(buf, msgs, ops)
+        guess &= ~removes
+        ke[guess] = ke_guess[guess]
+        ok |= guess
+    exact = np.flatnonzero(~removes & ~guess)
+    if len(exact):
+        ks[exact], ke[exact], vs[exact], ve[exact], ok[exact] = item_spans(buf, msgs, ops[exact])
     idx = np.flatnonzero(ok)
     if not len(idx):
-        return
+        return True
     codes, names = fast.key_codes(buf, ks[idx], ke[idx])
     label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
     ids: dict[str, int] = {}
@@ -282,12 +319,16 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
             name = ""
         label.append(ids.setdefault(name, len(ids)))
     by_name = np.array(label, np.int64)[codes]
-    owner = msgs.owner[ops[idx]]
-    place = perm[owner] * 2**32 + (msgs.tag_at[ops[idx]] - top.start[picked][owner])  # file order
     last = np.full(len(ids), -1, np.int64)
-    np.maximum.at(last, by_name, place)
+    np.maximum.at(last, by_name, place[idx])
+    wins = np.flatnonzero(place[idx] == last[by_name])  # per key, its last operation
+    checked = idx[wins][guess[idx[wins]]]
+    if len(checked):
+        _, _, vs[checked], ve[checked], fine = fast.items(buf, msgs, ops[checked])
+        if not fine.all():
+            return False
     named = list(ids)
-    for j in np.flatnonzero(place == last[by_name]).tolist():  # per key, its last operation
+    for j in wins.tolist():
         op = int(idx[j])
         name = named[by_name[j]]
         if not name:
@@ -297,3 +338,4 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
             continue
         value = buf[vs[op] : ve[op]].tobytes().decode("utf-8", errors="replace")
         state.summary[name] = value
+    return True
