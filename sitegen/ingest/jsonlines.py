@@ -7,6 +7,8 @@ import json
 import logging
 from typing import Any
 
+import numpy as np
+
 from sitegen.errors import Problem
 
 log = logging.getLogger(__name__)
@@ -81,3 +83,29 @@ def as_step(v: Any) -> int | None:
     if isinstance(v, int) and -(2**63) <= v < 2**63:
         return v
     return None
+
+
+def pick_lines(data: bytes, prefix: bytes) -> tuple[bytes, bytes]:
+    """``(picked, rest)``: the complete lines of ``data`` that start with ``prefix``, one after
+    another (for one bulk parse, e.g. ``pyarrow.json``), and ``data`` with those lines blanked
+    (spaces: the other lines keep their offsets for :func:`parse_lines`). Lines are found and
+    told apart by numpy over the whole buffer; runs of picked lines are cut out as slices."""
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == 10)  # each complete line's newline
+    size = len(prefix)
+    if not len(ends) or len(data) < size:
+        return b"", data
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    heads = np.ndarray((len(data) - size + 1,), f"S{size}", buffer=data, strides=(1,))
+    fits = starts + size <= ends
+    match = np.flatnonzero(fits & (heads[np.where(fits, starts, 0)] == prefix))
+    if not len(match):
+        return b"", data
+    cut = np.flatnonzero(np.diff(match) != 1) + 1  # runs of consecutive picked lines
+    first, last = match[np.concatenate([[0], cut])].tolist(), match[np.concatenate([cut - 1, [len(match) - 1]])].tolist()
+    lo, hi = starts[first].tolist(), (ends[last] + 1).tolist()
+    picked = b"".join(data[a:b] for a, b in zip(lo, hi))
+    rest = bytearray(data)
+    for a, b in zip(lo, hi):
+        rest[a : b - 1] = b" " * (b - 1 - a)
+    return picked, bytes(rest)
