@@ -85,8 +85,9 @@ def as_step(v: Any) -> int | None:
     return None
 
 
-def pick_lines(data: bytes, prefix: bytes) -> tuple[bytes, bytes]:
-    """``(picked, rest)``: the complete lines of ``data`` that start with ``prefix``, one after
+def pick_lines(data: bytes, prefix: bytes, suffix: bytes = b"") -> tuple[bytes, bytes]:
+    """``(picked, rest)``: the complete lines of ``data`` that start with ``prefix`` and end with
+    ``suffix`` (before the newline), one after
     another (for one bulk parse, e.g. ``pyarrow.json``), and ``data`` with those lines blanked
     (spaces: the other lines keep their offsets for :func:`parse_lines`). Lines are found and
     told apart by numpy over the whole buffer; runs of picked lines are cut out as slices."""
@@ -98,7 +99,12 @@ def pick_lines(data: bytes, prefix: bytes) -> tuple[bytes, bytes]:
     starts = np.concatenate([[0], ends[:-1] + 1])
     heads = np.ndarray((len(data) - size + 1,), f"S{size}", buffer=data, strides=(1,))
     fits = starts + size <= ends
-    match = np.flatnonzero(fits & (heads[np.where(fits, starts, 0)] == prefix))
+    match = fits & (heads[np.where(fits, starts, 0)] == prefix)
+    if suffix:
+        tails = np.ndarray((len(data) - len(suffix) + 1,), f"S{len(suffix)}", buffer=data, strides=(1,))
+        fits = starts + size + len(suffix) <= ends
+        match &= fits & (tails[np.where(fits, ends - len(suffix), 0)] == suffix)
+    match = np.flatnonzero(match)
     if not len(match):
         return b"", data
     cut = np.flatnonzero(np.diff(match) != 1) + 1  # runs of consecutive picked lines

@@ -23,7 +23,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -31,8 +30,8 @@ import pyarrow.json as pajson
 from sitegen.errors import Problem
 from sitegen.ingest.files import read_or_note
 from sitegen.ingest.jsonlines import as_float, as_step, parse_lines, pick_lines
-from sitegen.ingest.series import Series
-from sitegen.ingest.values import grouped_table, summary_text
+from sitegen.ingest.series import Series, bulk_table, numeric
+from sitegen.ingest.values import summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, Text, hparam_value
 
 FORMAT = "neptune"
@@ -140,43 +139,12 @@ def _bulk_scalars(lines: bytes) -> pa.Table | None:
         cols = {f: point.field(f) for f in ("value", "step", "ts")}
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, AttributeError, TypeError):
         return None
-    if not pa.types.is_list(path.type) or not pa.types.is_string(path.type.value_type) or not all(_numeric(c.type) for c in cols.values()):
+    if not pa.types.is_list(path.type) or not pa.types.is_string(path.type.value_type) or not all(numeric(c.type) for c in cols.values()):
         return None
     tags = pc.binary_join(path, "/").take(pc.list_parent_indices(values))
     keep = pc.and_(pc.is_valid(tags), pc.is_valid(cols["value"]))
     keep = pc.and_(keep, pc.invert(pc.fill_null(pc.starts_with(tags, "monitoring/"), False)))
-    step = cols["step"].filter(keep)
-    if pa.types.is_floating(step.type):  # whole numbers only (3.0 is 3); anything else: line by line
-        s = step.to_numpy(zero_copy_only=False)
-        if not np.all(np.isnan(s) | ((s == np.floor(s)) & (np.abs(s) < 2**63))):
-            return None
-    code = tags.filter(keep).dictionary_encode()
-    names, codes = code.dictionary.to_pylist(), code.indices.to_numpy()
-    missing = step.is_null().to_numpy(zero_copy_only=False)
-    steps = pc.fill_null(step, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    walls = cols["ts"].filter(keep).cast(pa.float64()).to_numpy(zero_copy_only=False)
-    vals = cols["value"].filter(keep).cast(pa.float64()).to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
-    series = {}
-    for c, tag in enumerate(names):
-        sel = order[bounds[c] : bounds[c + 1]]
-        series[tag] = (_fill_steps(steps[sel], missing[sel]), walls[sel], vals[sel])
-    return grouped_table(series)
-
-
-def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)
-
-
-def _fill_steps(s: np.ndarray, missing: np.ndarray) -> np.ndarray:
-    """Steps of one tag; a missing one is the previous step + 1 (0 for the first)."""
-    if not missing.any():
-        return s
-    i = np.arange(len(s))
-    known = np.maximum.accumulate(np.where(missing, -1, i))
-    base = np.where(known >= 0, s[np.maximum(known, 0)], -1)
-    return np.where(known >= 0, base + (i - known), i - known - 1).astype(np.int64)
+    return bulk_table(tags.filter(keep), cols["step"].filter(keep), cols["ts"].filter(keep), cols["value"].filter(keep))
 
 
 class _State:
