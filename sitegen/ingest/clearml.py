@@ -14,15 +14,20 @@ configuration objects are not read. A last line being written is left for the ne
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
 from sitegen.errors import Problem
 from sitegen.ingest.files import problem, read_or_note, read_zip_members
-from sitegen.ingest.jsonlines import as_float, as_step, parse_lines
-from sitegen.ingest.series import Series
+from sitegen.ingest.jsonlines import as_float, as_step, parse_lines, pick_lines
+from sitegen.ingest.series import Series, bulk_table, numeric
 from sitegen.ingest.values import summary_text
 from sitegen.model import HParamValue, ReadOptions, RunData, RunSource, SourceFile, hparam_value
 
@@ -58,8 +63,10 @@ def gather(
     return (runs, taken) if runs else None
 
 
-def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
-    """One offline session, from its folder or its zip."""
+def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool = True) -> RunData:
+    """One offline session, from its folder or its zip. With ``bulk``, the event arrays of
+    ``metrics.jsonl`` are parsed by ``pyarrow.json`` in one pass (:func:`_bulk_scalars`); if they
+    are not regular, or a line left to ``json`` holds a scalar, every line is replayed by ``json``."""
     run = RunData(name=source.name, format=FORMAT)
     blobs: dict[str, tuple[bytes, str]] = {}
     if len(source.files) == 1 and source.files[0].suffix == ".zip":
@@ -84,18 +91,27 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     if TASK in blobs:
         _task(*blobs[TASK], run)
     series = Series()
+    bulk_rows = None
     for name in (METRICS, LOG):
         if name not in blobs:
             continue
         data, where = blobs[name]
-        lines, end = parse_lines(data, where, run.problems, live_tail=live)
+        picked, rest = pick_lines(data, b"[{", b"}]") if bulk and name == METRICS else (b"", data)
+        lines, end = parse_lines(rest, where, run.problems, live_tail=live)
         if live:
             run.files.append(SourceFile(source.directory / name, len(data), end))
         for _, events in lines:
             for ev in events if isinstance(events, list) else [events]:
                 if isinstance(ev, dict):
+                    if picked and ev.get("type") == "training_stats_scalar":
+                        return read(source, options, bulk=False)  # scalars outside the picked lines: all in order
                     _event(ev, series, run)
-    run.scalars = series.table()
+        if picked:
+            table = _bulk_scalars(picked)
+            if table is None:
+                return read(source, options, bulk=False)
+            bulk_rows = table
+    run.scalars = series.table() if bulk_rows is None else bulk_rows
     if run.scalars.num_rows:
         run.meta["note"] = NAN_NOTE
     return run
@@ -143,6 +159,36 @@ def _typed(value: Any, kind: Any) -> HParamValue:
         if kind == "bool" and value in ("True", "False"):
             return value == "True"
     return hparam_value(value)
+
+
+def _bulk_scalars(lines: bytes) -> pa.Table | None:
+    """The scalars of lines of event arrays, parsed by ``pyarrow.json`` as one event per line
+    (the arrays' ``}, {`` separators made line ends: one inside a string or a nested list leaves
+    a line that does not parse, so the caller replays them): what :func:`_event` makes of them
+    for the layout the client writes. None for anything else, or another event that
+    :func:`_event` reads (``log``)."""
+    events = b"{" + lines[2:-3].replace(b"}]\n[{", b"}\n{").replace(b"}, {", b"}\n{") + b"}\n"
+    try:
+        table = pajson.read_json(io.BytesIO(events), read_options=pajson.ReadOptions(use_threads=False))
+        kind, metric, variant = table.column("type"), table.column("metric"), table.column("variant")
+        value, step, wall = table.column("value"), table.column("iter"), table.column("timestamp")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError):
+        return None
+    if not all(numeric(c.type) for c in (value, step, wall)) or not all(pa.types.is_string(c.type) for c in (kind, metric, variant)):
+        return None
+    if pc.any(pc.equal(kind, "log")).as_py():
+        return None
+    keep = pc.and_(pc.equal(kind, "training_stats_scalar"), pc.is_valid(value))
+    keep = pc.and_(pc.and_(keep, pc.is_valid(step)), pc.and_(pc.is_valid(metric), pc.is_valid(variant)))
+    keep = pc.fill_null(keep, False)
+    tags = pc.binary_join_element_wise(metric, variant, "/")
+    walls = pc.divide(wall.cast(pa.float64()), 1000.0)
+    return bulk_table(
+        tags.filter(keep).combine_chunks(),
+        step.filter(keep).combine_chunks(),
+        walls.filter(keep).combine_chunks(),
+        value.filter(keep).combine_chunks(),
+    )
 
 
 def _event(ev: dict[str, Any], series: Series, run: RunData) -> None:
