@@ -29,7 +29,9 @@ import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# --code DIR: measure the sitegen of another checkout (e.g. main's), side by side with this one's
+CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(HERE.parent)
+sys.path.insert(0, CODE)
 
 from sitegen.ingest import READERS  # noqa: E402
 from sitegen.ingest.scan import scan  # noqa: E402
@@ -101,6 +103,7 @@ def reference(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50_000)
+    ap.add_argument("--code", default=CODE, help="the checkout whose sitegen is measured (default: this one)")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     root = make(args.steps)

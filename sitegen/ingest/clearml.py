@@ -96,8 +96,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool 
         if name not in blobs:
             continue
         data, where = blobs[name]
-        picked, rest = pick_lines(data, b"[{", b"}]") if bulk and name == METRICS else (b"", data)
-        lines, end = parse_lines(rest, where, run.problems, live_tail=live)
+        picked, skip = pick_lines(data, b"[{", b"}]") if bulk and name == METRICS else (b"", [])
+        lines, end = parse_lines(data, where, run.problems, live_tail=live, skip=skip)
         if live:
             run.files.append(SourceFile(source.directory / name, len(data), end))
         for _, events in lines:
@@ -162,33 +162,26 @@ def _typed(value: Any, kind: Any) -> HParamValue:
 
 
 def _bulk_scalars(lines: bytes) -> pa.Table | None:
-    """The scalars of lines of event arrays, parsed by ``pyarrow.json`` as one event per line
-    (the arrays' ``}, {`` separators made line ends: one inside a string or a nested list leaves
-    a line that does not parse, so the caller replays them): what :func:`_event` makes of them
-    for the layout the client writes. None for anything else, or another event that
-    :func:`_event` reads (``log``)."""
-    events = b"{" + lines[2:-3].replace(b"}]\n[{", b"}\n{").replace(b"}, {", b"}\n{") + b"}\n"
+    """The scalars of lines of event arrays, parsed by ``pyarrow.json`` with each line made the
+    object ``{"e": <line>}``: what :func:`_event` makes of them for the layout the client writes.
+    None for anything else, or another event that :func:`_event` reads (``log``)."""
+    wrapped = b'{"e":' + lines[:-1].replace(b"\n", b'}\n{"e":') + b"}\n"
     try:
-        table = pajson.read_json(io.BytesIO(events), read_options=pajson.ReadOptions(use_threads=False))
-        kind, metric, variant = table.column("type"), table.column("metric"), table.column("variant")
-        value, step, wall = table.column("value"), table.column("iter"), table.column("timestamp")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError):
+        table = pajson.read_json(io.BytesIO(wrapped), read_options=pajson.ReadOptions(use_threads=False))
+        ev = pc.list_flatten(table.column("e").combine_chunks())
+        kind, metric, variant = ev.field("type"), ev.field("metric"), ev.field("variant")
+        value, step, wall = ev.field("value"), ev.field("iter"), ev.field("timestamp")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, AttributeError, TypeError):
         return None
     if not all(numeric(c.type) for c in (value, step, wall)) or not all(pa.types.is_string(c.type) for c in (kind, metric, variant)):
         return None
     if pc.any(pc.equal(kind, "log")).as_py():
         return None
     keep = pc.and_(pc.equal(kind, "training_stats_scalar"), pc.is_valid(value))
-    keep = pc.and_(pc.and_(keep, pc.is_valid(step)), pc.and_(pc.is_valid(metric), pc.is_valid(variant)))
-    keep = pc.fill_null(keep, False)
+    keep = pc.fill_null(pc.and_(pc.and_(keep, pc.is_valid(step)), pc.and_(pc.is_valid(metric), pc.is_valid(variant))), False)
     tags = pc.binary_join_element_wise(metric, variant, "/")
     walls = pc.divide(wall.cast(pa.float64()), 1000.0)
-    return bulk_table(
-        tags.filter(keep).combine_chunks(),
-        step.filter(keep).combine_chunks(),
-        walls.filter(keep).combine_chunks(),
-        value.filter(keep).combine_chunks(),
-    )
+    return bulk_table(tags.filter(keep), step.filter(keep), walls.filter(keep), value.filter(keep))
 
 
 def _event(ev: dict[str, Any], series: Series, run: RunData) -> None:

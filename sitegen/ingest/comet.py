@@ -92,8 +92,8 @@ def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool 
         if zm.names:
             run.problems.append(Problem(str(path), None, "bad-record", f"no {MESSAGES} in the archive"))
         return run
-    picked, rest = pick_lines(raw, METRIC[0], METRIC[1]) if bulk else (b"", raw)
-    lines, _ = parse_lines(rest, f"{path}:{MESSAGES}", run.problems)
+    picked, skip = pick_lines(raw, METRIC[0], METRIC[1]) if bulk else (b"", [])
+    lines, _ = parse_lines(raw, f"{path}:{MESSAGES}", run.problems, skip=skip)
     series = Series()
     params: dict[str, Any] = {}
     for _, msg in lines:

@@ -91,10 +91,9 @@ def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool 
         data = read_or_note(path, options.roots, run.problems)
         if data is None:
             continue
-        if bulk:
-            lines_, data = pick_lines(data, FLOATS)
-            picked.append(lines_)
-        lines, end = parse_lines(data, str(path), run.problems, live_tail=i == len(logs) - 1)
+        lines_, skip = pick_lines(data, FLOATS) if bulk else (b"", [])
+        picked.append(lines_)
+        lines, end = parse_lines(data, str(path), run.problems, live_tail=i == len(logs) - 1, skip=skip)
         run.files.append(SourceFile(path, len(data), end))
         for _, rec in lines:
             obj = rec.get("obj") if isinstance(rec, dict) else None
