@@ -112,3 +112,16 @@ def test_record_headers_equal_the_walk():
         assert got.owner.tolist() == ref.owner[keep].tolist() and got.start.tolist() == ref.start[keep].tolist()
         assert got.number.tolist() == ref.number[keep].tolist() and got.stop.tolist() == ref.stop[keep].tolist()
         assert (got.broken == ref.broken).all()
+
+
+def test_item_keys_equal_the_full_item_check():
+    """The summary fold's key-only reading of items accepts exactly what the full check does."""
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        g = rng.integers(0, 256, 20000).astype(np.uint8)
+        g[rng.random(20000) < 0.5] = rng.choice(np.array([0x0A, 0x12, 0x82, 0x01, 0x03, 0x05, 0x7F, 0x80], np.uint8))
+        st = np.sort(rng.integers(0, 19000, 300))
+        f = fast.fields(g, st, np.minimum(st + rng.integers(0, 200, 300), 20000))
+        sel = np.flatnonzero(f.number > 0)
+        (ke, ok), (_, ke_full, _, _, ok_full) = fast.item_key(g, f, sel), fast.items(g, f, sel)
+        assert (ok == ok_full).all() and (ke[ok] == ke_full[ok]).all()

@@ -383,16 +383,16 @@ def _item_head(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray,
 
 
 def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(key stop, likely) of items: where one to three key fields followed by the ``value_json``
-    tag would end the key, and whether it looks so. Not a check of the whole item (:func:`items`)."""
+    """(key stop, ok) of items: one to three key fields then ``value_json`` to the end, as
+    :func:`items` checks it, without the value's span (the caller needs only a few of those)."""
     start, stop = f.start[sel], f.stop[sel]
     buf = padded(buf, stop)
     kt, kl = _item_head(buf, f, sel)
     ke = start + 2 + kl
-    likely = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
-    nxt = buf[np.where(likely, ke, 0)]
-    going = np.flatnonzero(likely & ((nxt == 0x0A) | (nxt == 0x12)))
-    likely &= nxt == 0x82
+    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
+    w = words(buf, np.where(ok, ke, 0), 4)
+    going = np.flatnonzero(ok & (((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)))
+    ok &= ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
     for _ in range(2):  # a second or third key field
         if not len(going):
             break
@@ -401,10 +401,10 @@ def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, n
         more = (ln < 0x80) & (e < stop[going])
         going = going[more]
         ke[going] = e[more]
-        nxt = buf[ke[going]]
-        likely[going[nxt == 0x82]] = True
-        going = going[(nxt == 0x0A) | (nxt == 0x12)]
-    return ke, likely
+        w = words(buf, ke[going], 4)
+        ok[going] = ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke[going] + 3 + ((w >> 16) & 0xFF) == stop[going])
+        going = going[((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)]
+    return ke, ok
 
 
 def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -277,9 +277,10 @@ def tag_code(state: State, raw: bytes) -> int:
 def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State, split: int) -> None:
     """Summary records folded in order: per key, the last update or remove wins.
 
-    Only the last operation on each key matters, so the usual item (one key field, then the
-    value) is first told apart by its key alone; the items that win are then checked in full,
-    and if one is not laid out that way the fold is done again with every item checked."""
+    Only the last operation on each key matters, so the items in the writer's layout (key
+    fields, then the value to the end) are told apart by their key alone, and only the winners'
+    values are located; any other item is read field by field. (The winners are checked again
+    with :func:`fast.items`; should one fail, the fold is redone with every item read in full.)"""
     if not len(picked):
         return
     perm = buffer_order(top.start[picked], split)
