@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.ingest.wandb.fast import PAD, spans, words
+from sitegen.ingest.wandb.fast import PAD, words
+from sitegen.ingest.wandb.spans import spans
 
 MAGIC = b":W&B\xe1\xbe\x00"
 BLOCK = 32768

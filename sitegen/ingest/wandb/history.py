@@ -18,6 +18,7 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest.protowire import LEN, WireError, iter_fields
 from sitegen.ingest.wandb import fast
+from sitegen.ingest.wandb.spans import key_codes, numbers
 
 SYSTEM = ("_step", "_timestamp", "_runtime")
 
@@ -157,7 +158,7 @@ def history_rows(
     place = perm[row] * 2**32 + (hist.tag_at[it] - spans.start[picked][row])
     ks, ke, vs, ve, ok = item_spans(buf, hist, it)
     interleaved = ok & (vs >= ks) & (vs < ke)
-    codes, names = fast.key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
+    codes, names = key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
     tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
     code = np.full(len(it), -1, np.int64)
     code[ok & ~interleaved] = tag_of[codes]
@@ -167,7 +168,7 @@ def history_rows(
     skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
     wanted = np.flatnonzero(ok & ~_member(code, skip, len(state.tags)))  # (not parsed: values never shown)
     values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
-    values[wanted], numeric[wanted] = fast.numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
+    values[wanted], numeric[wanted] = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
         c = state.tags.get(name)
@@ -310,7 +311,7 @@ def _fold(buf: np.ndarray, msgs: fast.Fields, ops: np.ndarray, place: np.ndarray
     idx = np.flatnonzero(ok)
     if not len(idx):
         return True
-    codes, names = fast.key_codes(buf, ks[idx], ke[idx])
+    codes, names = key_codes(buf, ks[idx], ke[idx])
     label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
     ids: dict[str, int] = {}
     for raw_key in names:
