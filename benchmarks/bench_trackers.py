@@ -20,13 +20,16 @@ import argparse
 import io
 import json
 import math
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# --code DIR: measure the sitegen of another checkout (e.g. main's), side by side with this one's
+CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(HERE.parent)
+sys.path.insert(0, CODE)
 
 from sitegen.ingest import READERS  # noqa: E402
 from sitegen.ingest.scan import scan  # noqa: E402
@@ -80,15 +83,17 @@ def make(root: Path, rows: int) -> dict[str, Path]:
     return paths
 
 
-def best_of(fns: dict, repeat: int) -> dict:
+def best_of(fns: dict, repeat: int, rounds: dict | None = None) -> dict:
     """The best wall time of each function, the functions taking turns (the machine is shared:
-    its load changes within seconds)."""
+    its load changes within seconds); ``rounds``: filled with every round's times."""
     times: dict = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
             t = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t)
+    if rounds is not None:
+        rounds.update(times)
     return {k: min(v) for k, v in times.items()}
 
 
@@ -104,6 +109,7 @@ def long_csv(run) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--code", default=CODE, help="the checkout whose sitegen is measured (default: this one)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--offline", action="store_true", help="the Comet, ClearML and Neptune readers instead")
     args = ap.parse_args(argv)
@@ -190,7 +196,7 @@ def make_offline(root: Path, rows: int) -> dict[str, Path]:
 def main_offline(rows: int, repeat: int) -> None:
     """The three JSON-lines readers against ``json.loads`` of every line of the same bytes."""
     paths = make_offline(HERE / ".cache" / f"offline-{rows}", rows)
-    print(f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'json.loads s':>13} {'ratio':>6}")
+    print(f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'json.loads s':>13} {'ratio':>6}   (sitegen from {CODE}; load {os.getloadavg()[0]:.1f})")
     for fmt, folder in paths.items():
         (source,) = [s for s in scan(folder) if s.format == fmt]
         reader = READERS[fmt]
@@ -202,9 +208,11 @@ def main_offline(rows: int, repeat: int) -> None:
         else:
             blob = next(p for p in source.files if p.suffix in (".jsonl", ".log")).read_bytes()
         fns = {"ours": lambda: reader.read(source), "json": lambda: [json.loads(x) for x in blob.splitlines()]}  # noqa: B023
-        t = best_of(fns, repeat)
+        rounds: dict = {}
+        t = best_of(fns, repeat, rounds)
         n = reader.read(source).scalars.num_rows
-        print(f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['json']:>13.3f} {t['json'] / t['ours']:>6.2f}")
+        per = [j / o for j, o in zip(rounds["json"], rounds["ours"])]
+        print(f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['json']:>13.3f} {t['json'] / t['ours']:>6.2f}   per round {min(per):.2f}-{max(per):.2f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# --code DIR: measure the sitegen of another checkout (e.g. main's), side by side with this one's
+CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(HERE.parent)
+sys.path.insert(0, CODE)
 
 from sitegen.ingest import READERS  # noqa: E402
 from sitegen.ingest.scan import scan  # noqa: E402
@@ -101,6 +103,7 @@ def reference(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50_000)
+    ap.add_argument("--code", default=CODE, help="the checkout whose sitegen is measured (default: this one)")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     root = make(args.steps)
@@ -112,14 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     want = reference(path)
     assert checked.scalars.num_rows == want, (checked.scalars.num_rows, want)
     times: dict[str, list[float]] = {"reference": [], "sitegen": [], "sitegen, no CRC": []}
+    cpu: dict[str, list[float]] = {name: [] for name in times}  # CPU seconds: less moved by other processes
     for _ in range(args.repeat):
         for name in times:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             if name == "reference":
                 reference(path)
             else:
                 reader.read(source, ReadOptions(verify=name == "sitegen"))
             times[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c)
     size = path.stat().st_size
     print(f"{path.name}: {size / 1e6:.1f} MB, {want:,} scalars, {args.steps:,} steps; load average {os.getloadavg()[0]:.1f}")
     ref = statistics.median(times["reference"])
@@ -129,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:16s} best {min(ts):.3f} s  median {med:.3f} s  ratio {ref / med:5.1f}x  rounds: {rounds}")
     per_round = [r / s for r, s in zip(times["reference"], times["sitegen"])]
     print(f"ratio per round (reference / sitegen): {min(per_round):.1f}x .. {max(per_round):.1f}x")
+    per_cpu = [r / s for r, s in zip(cpu["reference"], cpu["sitegen"])]
+    print(
+        f"CPU seconds: reference median {statistics.median(cpu['reference']):.3f}, sitegen median {statistics.median(cpu['sitegen']):.3f}"
+        f" = {statistics.median(cpu['reference']) / statistics.median(cpu['sitegen']):.1f}x (per round {min(per_cpu):.1f}x .. {max(per_cpu):.1f}x)"
+    )
     return 0
 
 

@@ -14,15 +14,20 @@ configuration objects are not read. A last line being written is left for the ne
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
 from sitegen.errors import Problem
 from sitegen.ingest.files import problem, read_or_note, read_zip_members
-from sitegen.ingest.jsonlines import as_float, as_step, parse_lines
-from sitegen.ingest.series import Series
+from sitegen.ingest.jsonlines import as_float, as_step, parse_lines, pick_lines
+from sitegen.ingest.series import Series, bulk_table, numeric
 from sitegen.ingest.values import summary_text
 from sitegen.model import HParamValue, ReadOptions, RunData, RunSource, SourceFile, hparam_value
 
@@ -62,8 +67,10 @@ def gather(
     return (runs, taken) if runs else None
 
 
-def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
-    """One offline session, from its folder or its zip."""
+def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool = True) -> RunData:
+    """One offline session, from its folder or its zip. With ``bulk``, the event arrays of
+    ``metrics.jsonl`` are parsed by ``pyarrow.json`` in one pass (:func:`_bulk_scalars`); if they
+    are not regular, or a line left to ``json`` holds a scalar, every line is replayed by ``json``."""
     run = RunData(name=source.name, format=FORMAT)
     blobs: dict[str, tuple[bytes, str]] = {}
     if len(source.files) == 1 and source.files[0].suffix == ".zip":
@@ -88,18 +95,27 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
     if TASK in blobs:
         _task(*blobs[TASK], run)
     series = Series()
+    bulk_rows = None
     for name in (METRICS, LOG):
         if name not in blobs:
             continue
         data, where = blobs[name]
-        lines, end = parse_lines(data, where, run.problems, live_tail=live)
+        picked, skip = pick_lines(data, b"[{", b"}]") if bulk and name == METRICS else (b"", [])
+        lines, end = parse_lines(data, where, run.problems, live_tail=live, skip=skip)
         if live:
             run.files.append(SourceFile(source.directory / name, len(data), end))
         for _, events in lines:
             for ev in events if isinstance(events, list) else [events]:
                 if isinstance(ev, dict):
+                    if picked and ev.get("type") == "training_stats_scalar":
+                        return read(source, options, bulk=False)  # scalars outside the picked lines: all in order
                     _event(ev, series, run)
-    run.scalars = series.table()
+        if picked:
+            table = _bulk_scalars(picked)
+            if table is None:
+                return read(source, options, bulk=False)
+            bulk_rows = table
+    run.scalars = series.table() if bulk_rows is None else bulk_rows
     if run.scalars.num_rows:
         run.meta["note"] = NAN_NOTE
     return run
@@ -147,6 +163,29 @@ def _typed(value: Any, kind: Any) -> HParamValue:
         if kind == "bool" and value in ("True", "False"):
             return value == "True"
     return hparam_value(value)
+
+
+def _bulk_scalars(lines: bytes) -> pa.Table | None:
+    """The scalars of lines of event arrays, parsed by ``pyarrow.json`` with each line made the
+    object ``{"e": <line>}``: what :func:`_event` makes of them for the layout the client writes.
+    None for anything else, or another event that :func:`_event` reads (``log``)."""
+    wrapped = b'{"e":' + lines[:-1].replace(b"\n", b'}\n{"e":') + b"}\n"
+    try:
+        table = pajson.read_json(io.BytesIO(wrapped), read_options=pajson.ReadOptions(use_threads=False))
+        ev = pc.list_flatten(table.column("e").combine_chunks())
+        kind, metric, variant = ev.field("type"), ev.field("metric"), ev.field("variant")
+        value, step, wall = ev.field("value"), ev.field("iter"), ev.field("timestamp")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, AttributeError, TypeError):
+        return None
+    if not all(numeric(c.type) for c in (value, step, wall)) or not all(pa.types.is_string(c.type) for c in (kind, metric, variant)):
+        return None
+    if pc.any(pc.equal(kind, "log")).as_py():
+        return None
+    keep = pc.and_(pc.equal(kind, "training_stats_scalar"), pc.is_valid(value))
+    keep = pc.fill_null(pc.and_(pc.and_(keep, pc.is_valid(step)), pc.and_(pc.is_valid(metric), pc.is_valid(variant))), False)
+    tags = pc.binary_join_element_wise(metric, variant, "/")
+    walls = pc.divide(wall.cast(pa.float64()), 1000.0)
+    return bulk_table(tags.filter(keep), step.filter(keep), walls.filter(keep), value.filter(keep))
 
 
 def _event(ev: dict[str, Any], series: Series, run: RunData) -> None:

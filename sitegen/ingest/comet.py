@@ -14,19 +14,25 @@ writer leaves an empty 22-byte zip (its data stays in a temp folder): one proble
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
 from sitegen.errors import Problem
 from sitegen.ingest.files import problem, read_zip_members
-from sitegen.ingest.jsonlines import as_float, as_step, parse_lines
-from sitegen.ingest.series import Series
+from sitegen.ingest.jsonlines import as_float, as_step, parse_lines, pick_lines
+from sitegen.ingest.series import Series, bulk_table, numeric
 from sitegen.ingest.values import summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, hparam_value
 
 FORMAT = "comet"
+METRIC = (b'{"payload":{', b',"type":"metric_msg"}')  # how the client starts and ends a metric line
 HIDDEN_FOLDERS = (".cometml-runs",)
 KEY = re.compile(r"[0-9a-f]{32}\.zip")
 EXPERIMENT, MESSAGES = "experiment.json", "messages.json"
@@ -54,8 +60,11 @@ def gather(
     return [RunSource(prefix + z[:-4], FORMAT, directory, (directory / z,)) for z in zips], set(zips)
 
 
-def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
-    """One offline experiment from its zip."""
+def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool = True) -> RunData:
+    """One offline experiment from its zip. With ``bulk``, the ``metric_msg`` lines as the client
+    writes them (the bulk of a run) are cut out and parsed by ``pyarrow.json`` in one pass
+    (:func:`_bulk_scalars`), the others one by one; if those lines are not regular, or another
+    line holds a metric, every line is replayed by ``json`` (the reference)."""
     run = RunData(name=source.name, format=FORMAT)
     path = source.files[0]
     try:
@@ -83,16 +92,48 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         if zm.names:
             run.problems.append(Problem(str(path), None, "bad-record", f"no {MESSAGES} in the archive"))
         return run
-    lines, _ = parse_lines(raw, f"{path}:{MESSAGES}", run.problems)
+    picked, skip = pick_lines(raw, METRIC[0], METRIC[1]) if bulk else (b"", [])
+    lines, _ = parse_lines(raw, f"{path}:{MESSAGES}", run.problems, skip=skip)
     series = Series()
     params: dict[str, Any] = {}
     for _, msg in lines:
         if isinstance(msg, dict) and isinstance(msg.get("payload"), dict):
+            if bulk and (msg.get("type") == "metric_msg" or (msg.get("type") == "ws_msg" and "metric" in msg["payload"])):
+                return read(source, options, bulk=False)  # scalars outside the picked lines: all in order
             _message(msg.get("type"), msg["payload"], series, params, run)
     run.scalars = series.table()
+    if picked:
+        table = _bulk_scalars(picked)
+        if table is None:
+            return read(source, options, bulk=False)
+        run.scalars = table
     for name in sorted(params):
         run.hparams[name] = hparam_value(params[name])
     return run
+
+
+def _bulk_scalars(lines: bytes) -> pa.Table | None:
+    """The scalars of ``metric_msg`` lines parsed by ``pyarrow.json``: what :func:`_message`
+    makes of them, for the layout the client writes (numbers; a step whole or null; a context
+    string or none). None for anything else."""
+    try:
+        table = pajson.read_json(io.BytesIO(lines), read_options=pajson.ReadOptions(use_threads=False))
+        payload = table.column("payload").combine_chunks()
+        metric = payload.field("metric")
+        name, value, step = metric.field("metricName"), metric.field("metricValue"), metric.field("step")
+        wall = payload.field("local_timestamp")
+        names = [f.name for f in payload.type]
+        context = payload.field("context") if "context" in names else pa.nulls(len(payload), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, AttributeError, TypeError):
+        return None
+    if not all(numeric(c.type) for c in (value, step, wall)) or not pa.types.is_string(name.type):
+        return None
+    if not (pa.types.is_string(context.type) or pa.types.is_null(context.type)):
+        return None
+    ctx = pc.fill_null(context.cast(pa.string()), "")
+    tags = pc.if_else(pc.equal(ctx, ""), name, pc.binary_join_element_wise(ctx, name, "_"))
+    keep = pc.and_(pc.is_valid(name), pc.is_valid(value))
+    return bulk_table(tags.filter(keep), step.filter(keep), pc.divide(wall.cast(pa.float64()), 1000.0).filter(keep), value.filter(keep))
 
 
 def _experiment(raw: bytes | None, where: str, run: RunData) -> None:

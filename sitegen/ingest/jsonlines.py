@@ -7,6 +7,8 @@ import json
 import logging
 from typing import Any
 
+import numpy as np
+
 from sitegen.errors import Problem
 
 log = logging.getLogger(__name__)
@@ -14,16 +16,25 @@ log = logging.getLogger(__name__)
 MAX_REPORTED = 20  # damaged lines reported one by one; the rest summed up in one more problem
 
 
-def parse_lines(data: bytes, path: str, problems: list[Problem], *, live_tail: bool = False) -> tuple[list[tuple[int, Any]], int]:
+def parse_lines(
+    data: bytes, path: str, problems: list[Problem], *, live_tail: bool = False, skip: list[tuple[int, int]] | None = None
+) -> tuple[list[tuple[int, Any]], int]:
     """``([(byte offset, value), ...], end)``: the value of every line that parses, and the end
     of the last complete line. A last line without its newline that does not parse is cut
     short: with ``live_tail`` (a writer may still be appending) it is only logged, else it is a
-    ``truncated`` problem. A bad line elsewhere is a ``bad-record`` problem; reading goes on."""
+    ``truncated`` problem. A bad line elsewhere is a ``bad-record`` problem; reading goes on.
+    ``skip``: spans of whole lines (from :func:`pick_lines`) read elsewhere, passed over."""
     out: list[tuple[int, Any]] = []
     bad: list[int] = []
     at, n = 0, len(data)
     end = 0
+    spans = iter(skip or ())
+    lo, hi = next(spans, (n + 1, n + 1))
     while at < n:
+        if at == lo:
+            at = end = hi
+            lo, hi = next(spans, (n + 1, n + 1))
+            continue
         nl = data.find(b"\n", at)
         stop = n if nl < 0 else nl
         line = data[at:stop]
@@ -81,3 +92,29 @@ def as_step(v: Any) -> int | None:
     if isinstance(v, int) and -(2**63) <= v < 2**63:
         return v
     return None
+
+
+def pick_lines(data: bytes, prefix: bytes, suffix: bytes = b"") -> tuple[bytes, list[tuple[int, int]]]:
+    """``(picked, spans)``: the complete lines of ``data`` that start with ``prefix`` and end with
+    ``suffix`` (before the newline), one after another (for one bulk parse, e.g.
+    ``pyarrow.json``), and where they are in ``data`` (runs of them, for :func:`parse_lines` to
+    pass over). Lines are found and told apart by numpy over the whole buffer."""
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == 10)  # each complete line's newline
+    size = len(prefix)
+    if not len(ends) or len(data) < size + len(suffix):
+        return b"", []
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    heads = np.ndarray((len(data) - size + 1,), f"S{size}", buffer=data, strides=(1,))
+    fits = starts + size + len(suffix) <= ends
+    match = fits & (heads[np.where(fits, starts, 0)] == prefix)
+    if suffix:
+        tails = np.ndarray((len(data) - len(suffix) + 1,), f"S{len(suffix)}", buffer=data, strides=(1,))
+        match &= fits & (tails[np.where(fits, ends - len(suffix), 0)] == suffix)
+    picked = np.flatnonzero(match)
+    if not len(picked):
+        return b"", []
+    cut = np.flatnonzero(np.diff(picked) != 1) + 1  # runs of consecutive picked lines
+    first, last = picked[np.concatenate([[0], cut])], picked[np.concatenate([cut - 1, [len(picked) - 1]])]
+    spans = list(zip(starts[first].tolist(), (ends[last] + 1).tolist()))
+    return b"".join(data[a:b] for a, b in spans), spans

@@ -15,6 +15,7 @@ without its newline is being written: left for the next build, no problem. neptu
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -22,10 +23,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
 from sitegen.errors import Problem
 from sitegen.ingest.files import read_or_note
-from sitegen.ingest.jsonlines import as_float, as_step, parse_lines
-from sitegen.ingest.series import Series
+from sitegen.ingest.jsonlines import as_float, as_step, parse_lines, pick_lines
+from sitegen.ingest.series import Series, bulk_table, numeric
 from sitegen.ingest.values import summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, Text, hparam_value
 
@@ -35,6 +40,7 @@ DATA = re.compile(r"data-(\d+)\.log")
 META = "metadata.json"
 SCALE = "run_operations.sqlite3"
 ASSIGN = ("AssignFloat", "AssignInt", "AssignBool", "AssignString", "AssignDatetime")
+FLOATS = b'{"obj": {"type": "LogFloats", '  # how the client starts a LogFloats line
 SYS = {"sys/name": "title", "sys/description": "description", "sys/hostname": "tag:host", "source_code/entrypoint": "tag:command"}
 
 
@@ -65,8 +71,13 @@ def unread(dirpath: str, filenames: list[str]) -> str | None:
     return None
 
 
-def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
-    """One run: its metadata, then every operation of its data logs in order."""
+def read(source: RunSource, options: ReadOptions = ReadOptions(), *, bulk: bool = True) -> RunData:
+    """One run: its metadata, then every operation of its data logs in order.
+
+    With ``bulk``, the ``LogFloats`` lines as the client writes them (the bulk of a run) are cut
+    out and parsed by ``pyarrow.json`` in one pass (:func:`_bulk_scalars`), the other lines one
+    by one. If those lines are not regular, or another line touches the scalars (a ``LogFloats``
+    written otherwise, ``ClearFloatLog``, ``DeleteAttribute``), the run is read line by line."""
     run = RunData(name=source.name, format=FORMAT)
     if "/.neptune/" in source.name:  # offline runs keep no project: the folder holding .neptune/ stands for it
         run.meta["experiment"] = source.name.split("/.neptune/", 1)[0]
@@ -75,15 +86,20 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
         if p.name == META:
             _metadata(p, run, options.roots)
     state = _State()
+    picked: list[bytes] = []
     for i, path in enumerate(logs):
         data = read_or_note(path, options.roots, run.problems)
         if data is None:
             continue
-        lines, end = parse_lines(data, str(path), run.problems, live_tail=i == len(logs) - 1)
+        lines_, skip = pick_lines(data, FLOATS) if bulk else (b"", [])
+        picked.append(lines_)
+        lines, end = parse_lines(data, str(path), run.problems, live_tail=i == len(logs) - 1, skip=skip)
         run.files.append(SourceFile(path, len(data), end))
         for _, rec in lines:
             obj = rec.get("obj") if isinstance(rec, dict) else None
             if isinstance(obj, dict) and isinstance(obj.get("path"), list) and all(isinstance(s, str) for s in obj["path"]):
+                if bulk and obj.get("type") in ("LogFloats", "ClearFloatLog", "DeleteAttribute"):
+                    return read(source, options, bulk=False)
                 state.apply(obj, "/".join(obj["path"]), rec.get("at"), run)
     if state.bad_steps:
         tag, count = next(iter(state.bad_steps.items())), sum(state.bad_steps.values())
@@ -96,12 +112,38 @@ def read(source: RunSource, options: ReadOptions = ReadOptions()) -> RunData:
             )
         )
     run.scalars = state.series.table()
+    if any(picked):
+        table = _bulk_scalars(b"".join(picked))
+        if table is None:
+            return read(source, options, bulk=False)
+        run.scalars = table
     run.texts = state.texts
     for key in sorted(state.hparams):
         run.hparams[key] = hparam_value(state.hparams[key])
     if state.tags:
         run.meta["tags"] = ", ".join(sorted(state.tags))
     return run
+
+
+def _bulk_scalars(lines: bytes) -> pa.Table | None:
+    """The scalars of ``LogFloats`` lines, parsed by ``pyarrow.json``: what :meth:`_State.apply`
+    makes of them, point by point, for the layout the client writes (``path`` a list of strings;
+    ``values`` a list of ``{value, step, ts}`` with numbers, ``step`` whole or null). None for
+    anything else (the caller then replays every line)."""
+    try:
+        table = pajson.read_json(io.BytesIO(lines), read_options=pajson.ReadOptions(use_threads=False))
+        obj = table.column("obj").combine_chunks()
+        path, values = obj.field("path"), obj.field("values")
+        point = pc.list_flatten(values)
+        cols = {f: point.field(f) for f in ("value", "step", "ts")}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, AttributeError, TypeError):
+        return None
+    if not pa.types.is_list(path.type) or not pa.types.is_string(path.type.value_type) or not all(numeric(c.type) for c in cols.values()):
+        return None
+    tags = pc.binary_join(path, "/").take(pc.list_parent_indices(values))
+    keep = pc.and_(pc.is_valid(tags), pc.is_valid(cols["value"]))
+    keep = pc.and_(keep, pc.invert(pc.fill_null(pc.starts_with(tags, "monitoring/"), False)))
+    return bulk_table(tags.filter(keep), cols["step"].filter(keep), cols["ts"].filter(keep), cols["value"].filter(keep))
 
 
 class _State:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sitegen.ingest import READERS
+from sitegen.ingest import READERS, clearml
+from sitegen.ingest.jsonlines import pick_lines
 from sitegen.ingest.scan import scan
 from sitegen.model import RUN_SCALARS_SCHEMA
 from tests.support.offline import git_repo, write
@@ -148,3 +149,29 @@ def test_a_git_tag_in_the_script_section_is_read(tmp_path):
     (copy / "task.json").write_text(json.dumps(task), "utf-8")
     run = READERS["clearml"].read(scan(tmp_path / "archive")[0])
     assert run.meta["tag:git.tag"] == "v2.1" and run.meta["tag:git.commit"] == task["script"]["version_num"]
+
+
+def test_bulk_reading_equals_the_line_by_line_replay(written, tmp_path):
+    """The event arrays parsed by ``pyarrow.json`` in one pass give the same table as the replay
+    of every line (the reference): the real client's file, plus lines with a null and a float
+    ``iter``, another event type, and one event per line; a separator inside a string and a
+    ``log`` event send the run to the replay (same values)."""
+    session, _ = written
+    folder = copy_session(session, tmp_path)
+    data = (folder / "metrics.jsonl").read_bytes()
+    assert clearml._bulk_scalars(pick_lines(data, b"[{", b"}]")[0]) is not None  # the bulk path is taken
+    ev = '{"timestamp": %d, "type": "%s", "task": "t", "iter": %s, "metric": "%s", "variant": "v", "value": %s}'
+    extra = "[%s, %s]\n" % (ev % (5, "training_stats_scalar", "null", "m", "1.5"), ev % (6, "training_stats_scalar", "3.0", "m", "2"))
+    extra += "[%s]\n" % (ev % (7, "training_stats_plot", "4", "p", "7"))
+    (folder / "metrics.jsonl").write_bytes(data + extra.encode())
+    (source,) = scan(tmp_path / "archive")
+
+    def same_reading() -> bool:
+        a, b = clearml.read(source), clearml.read(source, bulk=False)
+        walls = a.scalars.column("wall_time").to_pylist() == b.scalars.column("wall_time").to_pylist()
+        return rows(a) == rows(b) and walls and a.scalars.num_rows > 5 and a.meta == b.meta and a.problems == b.problems
+
+    assert same_reading()
+    for odd in ("[%s]\n" % (ev % (8, "training_stats_scalar", "9", "a}, {b", "1")), "[%s]\n" % (ev % (9, "log", "0", "x", "0"))):
+        (folder / "metrics.jsonl").write_bytes(data + extra.encode() + odd.encode())
+        assert same_reading()

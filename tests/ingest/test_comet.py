@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sitegen.ingest import READERS
+from sitegen.ingest import READERS, comet
+from sitegen.ingest.jsonlines import pick_lines
 from sitegen.ingest.scan import scan
 from sitegen.model import RUN_SCALARS_SCHEMA
 from tests.support.offline import git_repo, write
@@ -212,3 +213,52 @@ def test_legacy_ws_msg_messages(tmp_path):
     assert run.hparams == {"a.b": 2.0}
     assert run.meta["title"] == "old run" and run.meta["tag:git.commit"] == "abc123"
     assert run.meta["start_time"] == "1700000000.0" and run.problems == []
+
+
+def test_bulk_reading_equals_the_line_by_line_replay(written, tmp_path):
+    """The ``metric_msg`` lines parsed in one ``pyarrow.json`` pass give the same table as the
+    replay of every line (the reference): the real client's messages without the lines that log
+    NaN/inf as text (those send a run to the replay, checked last), plus lines with a context,
+    missing steps and a float step."""
+    source, _ = read_only_run(written[0])
+    with zipfile.ZipFile(source.files[0]) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    real = [ln for ln in members["messages.json"].splitlines(keepends=True) if b'"NaN"' not in ln and b'Infinity"' not in ln]
+    made = [
+        json.dumps(
+            {
+                "payload": {
+                    "context": c,
+                    "local_timestamp": 1796446660000 + i,
+                    "metric": {"metricName": "m", "metricValue": i / 7, "step": s},
+                },
+                "type": "metric_msg",
+            },
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+        for i, (c, s) in enumerate([(None, None), ("train", 4), ("train", None), (None, 7.0), ("", None), ("train", 2)])
+    ]
+
+    def zipped(lines: list[bytes]):
+        folder = tmp_path / "x" / ".cometml-runs"
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(folder / source.files[0].name, "w") as zf:
+            for name, data in members.items():
+                zf.writestr(name, b"".join(lines) if name == "messages.json" else data)
+        (run_source,) = scan(tmp_path / "x")
+        return run_source
+
+    run_source = zipped(real + made)
+    assert comet._bulk_scalars(pick_lines(b"".join(real + made), *comet.METRIC)[0]) is not None  # the bulk path is taken
+    bulk, lines = comet.read(run_source), comet.read(run_source, bulk=False)
+    assert bulk.scalars.num_rows == lines.scalars.num_rows > 10 and table_rows(bulk) == table_rows(lines)
+    assert bulk.hparams == lines.hparams and bulk.meta == lines.meta and bulk.problems == lines.problems
+    run_source = zipped(members["messages.json"].splitlines(keepends=True))  # NaN as text: replayed, same values
+    assert table_rows(comet.read(run_source)) == table_rows(comet.read(run_source, bulk=False))
+
+
+def table_rows(run) -> list[tuple]:
+    """Every column of the scalars, NaN as a string (so that rows compare equal)."""
+    cols = [run.scalars.column(c).to_pylist() for c in ("tag", "step", "wall_time", "value")]
+    return [tuple("nan" if isinstance(x, float) and math.isnan(x) else x for x in r) for r in zip(*cols)]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sitegen.ingest import READERS
+from sitegen.ingest import READERS, neptune
+from sitegen.ingest.jsonlines import pick_lines
 from sitegen.ingest.scan import scan
 from sitegen.model import RUN_SCALARS_SCHEMA
 from tests.support.offline import write
@@ -151,3 +152,34 @@ def test_neptune_scale_folder_is_named_once(tmp_path):
     assert scan(tmp_path / "archive", problems=problems) == []
     assert [(p.path, p.kind) for p in problems] == [(str(scale), "unsupported")]
     assert "neptune-scale" in problems[0].message
+
+
+def test_bulk_reading_equals_the_line_by_line_replay(written, tmp_path):
+    """The ``LogFloats`` lines parsed in one ``pyarrow.json`` pass give the same table as the
+    replay of every line (the reference), on the real client's file and on one with a missing
+    step mid-series, float steps, console capture, a second data file and a partial last line."""
+    (source,) = [s for s in scan(written) if s.format == "neptune"]
+    data = next(p for p in source.files if p.name == "data-1.log").read_bytes()
+    assert neptune._bulk_scalars(pick_lines(data, neptune.FLOATS)[0]) is not None  # the bulk path is taken
+    folder = tmp_path / ".neptune" / "offline" / "run__x__1__y"
+    folder.mkdir(parents=True)
+    line = '{"obj": {"type": "LogFloats", "path": %s, "values": [%s]}, "version": 1, "at": 5.0}\n'
+    extra = [line % ('["a", "b"]', '{"value": %r, "step": %s, "ts": %r}' % (0.5 * i, "null" if i % 3 else i, 1e9 + i)) for i in range(40)]
+    extra += [line % ('["m"]', '{"value": 1, "step": 2.0, "ts": 3}, {"value": 2.5, "step": null, "ts": null}')]
+    extra += [line % ('["monitoring", "cpu"]', '{"value": 1.0, "step": 1, "ts": 3.0}')]
+    (folder / "data-1.log").write_bytes(data + "".join(extra[:20]).encode())
+    (folder / "data-2.log").write_bytes("".join(extra[20:]).encode() + b'{"obj": {"type": "LogFl')
+    (run_source,) = [s for s in scan(tmp_path) if s.format == "neptune"]
+    bulk, lines = neptune.read(run_source), neptune.read(run_source, bulk=False)
+    assert bulk.scalars.num_rows == lines.scalars.num_rows > 40 and table_rows(bulk) == table_rows(lines)
+    assert bulk.hparams == lines.hparams and bulk.meta == lines.meta
+    assert bulk.problems == lines.problems and [t.text for t in bulk.texts] == [t.text for t in lines.texts] != []
+    # a line the bulk parse cannot take (a value as text) sends the whole run through the replay
+    (folder / "data-2.log").write_bytes((line % ('["a", "b"]', '{"value": "NaN", "step": 99, "ts": 1.0}')).encode())
+    assert table_rows(neptune.read(run_source)) == table_rows(neptune.read(run_source, bulk=False))
+
+
+def table_rows(run) -> list[tuple]:
+    """Every column of the scalars, NaN as a string (so that rows compare equal)."""
+    cols = [run.scalars.column(c).to_pylist() for c in ("tag", "step", "wall_time", "value")]
+    return [tuple("nan" if isinstance(x, float) and math.isnan(x) else x for x in r) for r in zip(*cols)]

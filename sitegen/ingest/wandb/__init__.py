@@ -222,10 +222,10 @@ def _decode(raw: bytes, path: str, state: State, problems: list[Problem], recs: 
     fine = ~top.broken[top.owner]
     hist = np.flatnonzero(fine & (top.number == HISTORY) & (top.wire == LEN))
     if len(hist):
-        history_rows(buf, top, hist, state, path, recs.offset, problems, raw if len(raw) == len(buf) else None)
+        history_rows(buf, top, hist, state, path, recs.offset, problems, raw, len(raw))
     others = np.flatnonzero(fine & np.isin(top.number, (SUMMARY, CONFIG, RUN, EXIT, ENVIRONMENT)) & (top.wire == LEN))
     summaries = others[top.number[others] == SUMMARY]
-    fold_summary(buf, top, summaries, state)
+    fold_summary(buf, top, summaries, state, len(raw))
     for i in others[top.number[others] != SUMMARY].tolist():
         msg = memoryview(buf[top.start[i] : top.stop[i]].tobytes())
         try:

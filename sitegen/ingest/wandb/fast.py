@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 
@@ -59,6 +58,7 @@ class Fields:
     stop: np.ndarray
     value: np.ndarray
     broken: np.ndarray  # per message: not well-formed (its fields up to the damage are listed)
+    head: np.ndarray | None = None  # (from :func:`fields`) the first bytes of each field's contents (at least 5)
 
     def pick(self, number: int, wire: int = LEN) -> np.ndarray:
         return np.flatnonzero((self.number == number) & (self.wire == wire))
@@ -161,96 +161,84 @@ def walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], np.uint64)
+PAD = 512  # zero bytes after a buffer's data, so a word read a few bytes past a field needs no bounds check
 
 
-def _tail_words(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The little-endian words at ``at`` for those within 8 bytes of the end (zero-filled)."""
-    out = np.zeros(len(at), np.uint64)
-    for i in np.flatnonzero(at > len(buf) - 8).tolist():
-        chunk = buf[max(int(at[i]), 0) : int(at[i]) + 8].tobytes().ljust(8, b"\0")
-        out[i] = int.from_bytes(chunk, "little")
-    return out
+def padded(buf: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """``buf`` with at least :data:`PAD` bytes after ``stop.max()`` (copied only when short)."""
+    if len(stop) and int(stop.max()) + PAD > len(buf):
+        return np.concatenate([buf, np.zeros(PAD, np.uint8)])
+    return buf
 
 
-def _matrix(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
-    """Row ``i``: ``buf[start[i]:start[i] + length[i]]`` zero-padded to ``width`` bytes."""
-    words = width // 8
-    out = np.empty((len(start), words), np.uint64)
-    top = len(buf) - 8
-    octets = np.lib.stride_tricks.as_strided(buf, (max(top + 1, 0), 8), (1, 1)) if top >= 0 else None
-    for j in range(words):
-        at = start + 8 * j
-        if octets is None:
-            w = np.zeros(len(start), np.uint64)
-        else:
-            w = np.ascontiguousarray(octets[np.clip(at, 0, top)]).view(np.uint64).ravel()
-            w = np.where(at <= top, w, _tail_words(buf, at))
-        out[:, j] = w & _MASKS[np.clip(length - 8 * j, 0, 8)]
-    return out.view(np.uint8).reshape(len(start), width)
+def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
+    """The little-endian ``size``-byte words at positions ``at`` of ``buf``, as int64 (one
+    gather for several bytes; ``buf`` padded past every position read)."""
+    if not len(at):
+        return np.zeros(0, np.int64)
+    view = np.ndarray((len(buf) - size + 1,), f"<u{size}", buffer=buf, strides=(1,))
+    return view[at].astype(np.int64) if size < 8 else view[at].view(np.int64)
 
 
-def key_codes(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
-    """Codes of the byte strings ``buf[start:stop]`` (equal bytes, equal code) and each code's
-    bytes. Hashed in numpy, each string then compared with its code's first one."""
+def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
+    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), listed field index
+    by field index (the first field of every message, then the second...), then the fields of
+    irregular messages message by message; ``head``: the first bytes of each field's contents.
+
+    Fast path: messages made only of length-delimited fields with one-byte tags and lengths
+    under 16384 (wandb's history and summary records and their items): one numpy step per field
+    index, each reading one 8-byte word per message. A message with any other field is walked by
+    :func:`walk` (exact for any layout). Messages in buffer order: each run is in buffer order.
+    """
+    buf = padded(buf, stop)
     n = len(start)
-    if not n:
-        return np.zeros(0, np.int64), []
-    length = stop - start
-    width = int(min(length.max(), 64))
-    width = max(8, -(-width // 8) * 8)
-    fits = length <= width
-    words = _matrix(buf, start, np.where(fits, length, 0), width).view(np.uint64)
-    h = length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    with np.errstate(over="ignore"):
-        for j in range(words.shape[1]):
-            h = (h ^ words[:, j]) * np.uint64(0x100000001B3) + np.uint64(j + 1)
-    uniq, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    same = (words == words[first[inverse]]).all(axis=1) & (length == length[first[inverse]]) & fits
-    codes = inverse.astype(np.int64)
-    names = [buf[start[i] : stop[i]].tobytes() for i in first.tolist()]
-    odd = np.flatnonzero(~same)
-    if len(odd):  # a hash collision or a long key: told apart by their bytes
-        index = {b: i for i, b in enumerate(names)}
-        for i in odd.tolist():
-            b = buf[start[i] : stop[i]].tobytes()
-            codes[i] = index.setdefault(b, len(index))
-            if codes[i] == len(names):
-                names.append(b)
-    return codes, names
-
-
-def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(value, is a number) of the JSON texts ``buf[start:stop]``: numbers, ``NaN`` and
-    ``[-]Infinity``; anything else (objects, strings, bools) not. ``raw``: ``buf`` as bytes."""
-    n = len(start)
-    out = np.full(n, np.nan)
-    if not n:
-        return out, np.zeros(0, bool)
-    length = stop - start
-    first = buf[np.minimum(start, len(buf) - 1)]
-    numeric = (length > 0) & (((first >= ord("0")) & (first <= ord("9"))) | (first == ord("-")) | (first == ord("N")) | (first == ord("I")))
-    idx = np.flatnonzero(numeric)
-    if not len(idx):
-        return out, numeric
-    lens = length[idx]
-    ends = np.cumsum(lens)
-    if ends[-1] < 2**31:  # the texts back to back, parsed by Arrow's cast (correctly rounded, NaN/Infinity too)
-        text = buf[np.arange(ends[-1]) - np.repeat(ends - lens - start[idx], lens)]
-        offsets = np.concatenate([[0], ends]).astype(np.int32)
-        try:
-            arr = pa.StringArray.from_buffers(len(idx), pa.py_buffer(offsets), pa.py_buffer(text))
-            out[idx] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            return out, numeric
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-            pass  # one that is not a number after all: one at a time below
-    data = buf.tobytes() if raw is None else raw
-    for k, t in zip(idx.tolist(), map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist()))):
-        try:
-            out[k] = float(t)
-        except ValueError:
-            numeric[k] = False
-    return out, numeric
+    odd = np.zeros(n, bool)
+    idx = np.flatnonzero(start < stop)
+    p, lim = start[idx], stop[idx]
+    parts: list[tuple[np.ndarray, ...]] = []
+    while len(idx):
+        h = words(buf, p)
+        b1 = (h >> 8) & 0xFF
+        e = p + 2 + b1
+        two = np.flatnonzero(b1 >= 0x80)
+        if len(two):  # a two-byte length
+            b2 = (h[two] >> 16) & 0xFF
+            e[two] = p[two] + 3 + ((b1[two] & 0x7F) | (b2 << 7))
+            e[two[b2 >= 0x80]] = -1  # (a longer one: not the fast path)
+        t = h & 0xFF
+        ok = ((t & 0x87) == LEN) & (t >= 8) & (e <= lim) & (e > p)
+        if not ok.all():
+            odd[idx[~ok]] = True
+            idx, p, e, h, lim = idx[ok], p[ok], e[ok], h[ok], lim[ok]
+        parts.append((idx, p, e, h))
+        live = e < lim
+        idx, p, lim = idx[live], e[live], lim[live]
+    broken = np.zeros(n, bool)
+    if not parts and not odd.any():
+        z = np.zeros(0, np.int64)
+        return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
+    owner, tag_at, stops, head = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
+    if odd.any():
+        keep = ~odd[owner]
+        owner, tag_at, stops, head = owner[keep], tag_at[keep], stops[keep], head[keep]
+    skip = 2 + (((head >> 8) & 0xFF) >= 0x80)
+    cols = [
+        owner,
+        (head & 0xFF) >> 3,
+        np.full(len(owner), LEN),
+        tag_at,
+        tag_at + skip,
+        stops,
+        np.zeros(len(owner), np.uint64),
+        head >> (8 * skip),
+    ]
+    if odd.any():
+        which = np.flatnonzero(odd)
+        rest = walk(buf, start[which], stop[which])
+        broken[which] = rest.broken
+        more = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.start))
+        cols = [np.concatenate([c, m]) for c, m in zip(cols, more)]
+    return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
 
 
 def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -270,54 +258,120 @@ def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray
 
 def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     """The top-level fields of ``wandb_internal.Record`` messages. Most records are ``num`` then
-    one length-delimited field with a one-byte tag that runs to the end: read in one step each;
-    the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
-    top = len(buf) - 1
-    first = buf[np.minimum(start, top)]
-    _, after, ok = _short_varint(buf, start + 1, 5)
-    tag = buf[np.minimum(after, top)].astype(np.int64)
-    length, s, ok2 = _short_varint(buf, after + 1, 3)
-    fast = (first == 0x08) & ok & ok2 & (tag < 0x80) & ((tag & 7) == LEN) & (s + length == stop) & (start < stop)
+    one length-delimited field with a one-byte tag that runs to the end: read from two words
+    each; the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
+    buf = padded(buf, stop)
+    n = len(start)
+    w = words(buf, start)
+    size = np.full(n, 6)  # bytes of ``num``: the first byte after the tag without a continuation bit
+    for i in range(5, 0, -1):
+        size[((w >> (8 * i + 7)) & 1) == 0] = i
+    after = start + 1 + size
+    tag = (w >> (8 * np.minimum(size + 1, 7))) & 0xFF
+    w2 = words(buf, after + 1)
+    b0, b1, b2 = w2 & 0xFF, (w2 >> 8) & 0xFF, (w2 >> 16) & 0xFF
+    length = np.where(b0 < 0x80, b0, np.where(b1 < 0x80, (b0 & 0x7F) | (b1 << 7), (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)))
+    s = after + 2 + (b0 >= 0x80) + ((b0 >= 0x80) & (b1 >= 0x80))
+    ok = ((w & 0xFF) == 0x08) & (size <= 5) & ((tag & 0x87) == LEN) & ~((b0 >= 0x80) & (b1 >= 0x80) & (b2 >= 0x80))
+    fast = ok & (s + length == stop) & (start < stop)
     slow = np.flatnonzero(~fast)
+    quick = np.flatnonzero(fast)
     rest = walk(buf, start[slow], stop[slow])
     keep = rest.number != 1
-    quick = np.flatnonzero(fast)
-    n = len(quick)
-    z = np.zeros(n, np.int64)
-    owner = np.concatenate([quick, slow[rest.owner[keep]]])
-    order = np.argsort(owner, kind="stable")
+    counts = fast.astype(np.int64)
+    counts[slow] = np.bincount(rest.owner[keep], minlength=len(slow))
+    first = np.cumsum(counts) - counts  # owner by owner, fields in order
+    heads = np.searchsorted(rest.owner[keep], np.arange(len(slow)))
+    places = np.concatenate([first[quick], first[slow[rest.owner[keep]]] + np.arange(int(keep.sum())) - heads[rest.owner[keep]]])
     cols = [
-        owner,
+        np.concatenate([quick, slow[rest.owner[keep]]]),
         np.concatenate([tag[quick] >> 3, rest.number[keep]]),
-        np.concatenate([z + LEN, rest.wire[keep]]),
+        np.concatenate([np.full(len(quick), LEN), rest.wire[keep]]),
         np.concatenate([after[quick], rest.tag_at[keep]]),
         np.concatenate([s[quick], rest.start[keep]]),
         np.concatenate([stop[quick], rest.stop[keep]]),
-        np.concatenate([np.zeros(n, np.uint64), rest.value[keep]]),
+        np.concatenate([np.zeros(len(quick), np.uint64), rest.value[keep]]),
     ]
-    broken = np.zeros(len(start), bool)
+    out = []
+    for c in cols:
+        o = np.empty_like(c)
+        o[places] = c
+        out.append(o)
+    broken = np.zeros(n, bool)
     broken[slow] = rest.broken
-    c = [col[order] for col in cols]
-    return Fields(c[0], c[1], c[2], c[3], c[4], c[5], c[6], broken)
+    return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
-def items(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(key start, key stop, value start, value stop, ok) of ``HistoryItem``/``SummaryItem``
-    messages: up to three key fields (``key`` or ``nested_key``, under 128 bytes each), then
-    ``value_json`` (under 128 bytes) to the end, as the writers lay them out, in one pass;
-    ``ok`` false for any other layout (the caller walks those)."""
+def _item_head(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(tag, length) of the first field of the items that are the fields ``sel`` of ``f``."""
+    assert f.head is not None
+    h = f.head[sel]
+    return h & 0xFF, (h >> 8) & 0xFF
+
+
+def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(key stop, ok) of items: one to three key fields then ``value_json`` to the end, as
+    :func:`items` checks it, without the value's span (the caller needs only a few of those)."""
+    start, stop = f.start[sel], f.stop[sel]
+    buf = padded(buf, stop)
+    kt, kl = _item_head(buf, f, sel)
+    ke = start + 2 + kl
+    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
+    w = words(buf, np.where(ok, ke, 0), 4)
+    going = np.flatnonzero(ok & (((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)))
+    ok &= ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
+    for _ in range(2):  # a second or third key field
+        if not len(going):
+            break
+        ln = buf[ke[going] + 1]
+        e = ke[going] + 2 + ln
+        more = (ln < 0x80) & (e < stop[going])
+        going = going[more]
+        ke[going] = e[more]
+        w = words(buf, ke[going], 4)
+        ok[going] = ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke[going] + 3 + ((w >> 16) & 0xFF) == stop[going])
+        going = going[((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)]
+    return ke, ok
+
+
+def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of the ``HistoryItem``/``SummaryItem``
+    messages that are the fields ``sel`` of ``f`` (from :func:`fields`): one to three key fields
+    (``key`` or ``nested_key``, under 128 bytes each), then ``value_json`` (under 128 bytes) to the
+    end, as the writers lay them out; ``ok`` false for any other layout (the caller walks those).
+    One key field, the usual case, is read from the field's head word and one more word."""
+    start, stop = f.start[sel], f.stop[sel]
+    buf = padded(buf, stop)
+    kt, kl = _item_head(buf, f, sel)
+    v = start + 2 + kl
+    w = words(buf, v, 4)
+    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & ((w & 0xFFFF) == 0x0182)
+    vlen = (w >> 16) & 0xFF
+    ok &= (vlen < 0x80) & (v + 3 + vlen == stop)
+    p = v
+    more = np.flatnonzero(~ok & ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (v <= stop))
+    if len(more):  # two or three key fields (e.g. a nested key)
+        ks, ke, _, _, ok2 = _items_rounds(buf, start[more], stop[more])
+        p[more], ok[more] = ke, ok2
+    return start, p, p + 3, stop, ok
+
+
+def _items_rounds(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`items` for any number of key fields up to three, a key field per round; each round
+    looks only at the items not placed yet."""
     top = len(buf) - 1
     p = start.copy()
-    keys = np.zeros(len(start), np.int64)
-    going = np.ones(len(start), bool)
+    ok = np.zeros(len(start), bool)
+    going = np.arange(len(start))
     for _ in range(3):
-        t = buf[np.minimum(p, top)]
-        ln = buf[np.minimum(p + 1, top)].astype(np.int64)
-        step = going & ((t == 0x0A) | (t == 0x12)) & (ln < 0x80) & (p + 2 + ln <= stop)
-        p = np.where(step, p + 2 + ln, p)
-        keys += step
-        going &= step
-    t0, t1 = buf[np.minimum(p, top)], buf[np.minimum(p + 1, top)]
-    vlen = buf[np.minimum(p + 2, top)].astype(np.int64)
-    ok = (keys > 0) & (t0 == 0x82) & (t1 == 0x01) & (vlen < 0x80) & (p + 3 + vlen == stop)
+        q = p[going]
+        t = buf[np.minimum(q, top)]
+        ln = buf[np.minimum(q + 1, top)].astype(np.int64)
+        step = ((t == 0x0A) | (t == 0x12)) & (ln < 0x80) & (q + 2 + ln <= stop[going])
+        going, v = going[step], q[step] + 2 + ln[step]
+        p[going] = v
+        vlen = buf[np.minimum(v + 2, top)].astype(np.int64)
+        done = (buf[np.minimum(v, top)] == 0x82) & (buf[np.minimum(v + 1, top)] == 0x01) & (vlen < 0x80) & (v + 3 + vlen == stop[going])
+        ok[going[done]] = True
+        going = going[~done]
     return start, p, p + 3, stop, ok

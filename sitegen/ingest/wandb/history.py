@@ -18,6 +18,7 @@ import numpy as np
 from sitegen.errors import Problem
 from sitegen.ingest.protowire import LEN, WireError, iter_fields
 from sitegen.ingest.wandb import fast
+from sitegen.ingest.wandb.spans import key_codes, numbers
 
 SYSTEM = ("_step", "_timestamp", "_runtime")
 
@@ -79,6 +80,49 @@ def flat_numbers(obj: Any, prefix: str, out: list[tuple[str, float]]) -> None:
         out.append((prefix, float(obj) if abs(obj) < 2**1023 else math.copysign(math.inf, obj)))
 
 
+def buffer_order(start: np.ndarray, split: int) -> np.ndarray:
+    """A permutation putting messages (given in file order) in buffer order: the records joined
+    from several chunks live after the file's ``split`` bytes, so that is two runs; a message's
+    place in the file stays ``perm[j]``. Anything else is sorted."""
+    n = len(start)
+    perm = np.arange(n)
+    if n > 1 and (start[1:] < start[:-1]).any():
+        late = start >= split
+        perm = np.concatenate([np.flatnonzero(~late), np.flatnonzero(late)])
+        s = start[perm]
+        if (s[1:] < s[:-1]).any():
+            perm = np.argsort(start, kind="stable")
+    return perm
+
+
+def _steps(buf: np.ndarray, hist: fast.Fields, n: int) -> np.ndarray:
+    """The ``step.num`` of each history record (0 without one). Fast path: the step message is
+    exactly one varint field of at most 4 bytes (steps under 2^28), read from the field's head
+    word; otherwise every step message is walked."""
+    steps = np.zeros(n, np.int64)
+    st = hist.pick(2)
+    if not len(st):
+        return steps
+    assert hist.head is not None
+    h, size = hist.head[st], hist.stop[st] - hist.start[st]
+    value, ok = np.zeros(len(st), np.int64), (h & 0xFF) == 0x08
+    going = ok.copy()
+    for i in range(1, 5):  # varint byte i of the field
+        b = (h >> (8 * i)) & 0xFF
+        value |= np.where(going, (b & 0x7F) << (7 * (i - 1)), 0)
+        ends = going & (b < 0x80)
+        ok &= ~ends | (size == i + 1)
+        going &= ~ends
+    ok &= ~going
+    if (ok | (size == 0)).all():
+        steps[hist.owner[st[ok]]] = value[ok]
+        return steps
+    sf = fast.walk(buf, hist.start[st], hist.stop[st])
+    nums = sf.pick(1, fast.VARINT)
+    steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
+    return steps
+
+
 def history_rows(
     buf: np.ndarray,
     spans: fast.Fields,
@@ -88,30 +132,33 @@ def history_rows(
     offsets: np.ndarray,
     problems: list[Problem],
     raw: bytes | None,
+    split: int,
 ) -> None:
-    """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields)."""
-    hist = fast.walk(buf, spans.start[picked], spans.stop[picked])
-    for h in np.flatnonzero(hist.broken)[:1].tolist():
+    """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields, in
+    file order). Read in buffer order; the rows are put back in file order at the end."""
+    perm = buffer_order(spans.start[picked], split)
+    picked = picked[perm]
+    hist = fast.fields(buf, spans.start[picked], spans.stop[picked])
+    bad = np.flatnonzero(hist.broken)
+    if len(bad):
+        first = bad[np.argmin(perm[bad])]
         problems.append(
             Problem(
                 path,
-                int(offsets[spans.owner[picked[h]]]),
+                int(offsets[spans.owner[picked[first]]]),
                 "bad-record",
                 "a history record is not well-formed; its items before the damage kept",
             )
         )
     n = len(picked)
-    steps = np.zeros(n, np.int64)
-    st = hist.pick(2)
-    if len(st):
-        sf = fast.walk(buf, hist.start[st], hist.stop[st])
-        nums = sf.pick(1, fast.VARINT)
-        steps[hist.owner[st[sf.owner[nums]]]] = sf.value[nums].astype(np.int64)
+    steps = _steps(buf, hist, n)
     it = hist.pick(1)
     row = hist.owner[it]  # history record of each item
-    ks, ke, vs, ve, ok = item_spans(buf, hist.start[it], hist.stop[it])
+    # an item's place in the file: its record's place, then its place in the record
+    place = perm[row] * 2**32 + (hist.tag_at[it] - spans.start[picked][row])
+    ks, ke, vs, ve, ok = item_spans(buf, hist, it)
     interleaved = ok & (vs >= ks) & (vs < ke)
-    codes, names = fast.key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
+    codes, names = key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
     tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
     code = np.full(len(it), -1, np.int64)
     code[ok & ~interleaved] = tag_of[codes]
@@ -119,15 +166,16 @@ def history_rows(
         name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
         code[i] = state.code(name) if name else -1
     skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
-    wanted = np.flatnonzero(ok & (code >= 0) & ~np.isin(code, skip))  # (not parsed: values never shown)
+    wanted = np.flatnonzero(ok & ~_member(code, skip, len(state.tags)))  # (not parsed: values never shown)
     values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
-    values[wanted], numeric[wanted] = fast.numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
+    values[wanted], numeric[wanted] = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
         c = state.tags.get(name)
         if c is None:
             continue
         sel = np.flatnonzero(numeric & (code == c))
+        sel = sel[np.argsort(place[sel], kind="stable")]  # the last one in a record wins
         v = values[sel]
         if name == "_step":
             good = np.isfinite(v) & (np.abs(v) < 2**63)
@@ -135,22 +183,24 @@ def history_rows(
         else:
             target[row[sel]] = v
     system = np.array([state.tags.get(s, -2) for s in SYSTEM])
-    keep = numeric & (code >= 0) & ~np.isin(code, system)
-    keep &= ~np.isin(code, [c for t, c in state.tags.items() if t.startswith("_wandb")])
+    dropped = [c for t, c in state.tags.items() if t.startswith("_wandb")] + [c for c in system.tolist() if c >= 0]
     # media and tables (wandb >= 0.2x logs them as leaf items beside a ``<key>._type``): not charts
     typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
     parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
-    keep &= ~np.isin(code, list(parts.values()))
+    keep = numeric & ~_member(code, dropped + list(parts.values()), len(state.tags))
+    found = []
     for tag in typed:
         c = state.tags.get(tag + ".path")
-        for i in np.flatnonzero(code == c).tolist() if c is not None else []:
-            media_item(
-                state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
-            )
+        found += [(int(place[i]), tag, i) for i in (np.flatnonzero(code == c).tolist() if c is not None else [])]
+    for _, tag, i in sorted(found):
+        media_item(
+            state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
+        )
     sel = np.flatnonzero(keep)
-    extra_c, extra_r, extra_v = [], [], []
+    extra_c, extra_r, extra_v, extra_p = [], [], [], []
     lead = buf[np.minimum(vs, len(buf) - 1)]
-    for i in np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs)).tolist():
+    objects = np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs))
+    for i in objects[np.argsort(place[objects], kind="stable")].tolist():
         obj = json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", errors="replace"))
         leaves: list[tuple[str, float]] = []
         name = next(t for t, c in state.tags.items() if c == code[i])
@@ -161,17 +211,29 @@ def history_rows(
             extra_c.append(state.code(leaf))
             extra_r.append(int(row[i]))
             extra_v.append(number)
+            extra_p.append(int(place[i]))
     rows = np.concatenate([row[sel], np.array(extra_r, np.int64)])
-    state.codes.append(np.concatenate([code[sel], np.array(extra_c, np.int64)]))
+    order = np.argsort(np.concatenate([place[sel], np.array(extra_p, np.int64)]), kind="stable")  # back in file order
+    rows = rows[order]
+    state.codes.append(np.concatenate([code[sel], np.array(extra_c, np.int64)])[order])
     state.steps.append(steps[rows])
     state.walls.append(walls[rows])
-    state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)]))
+    state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)])[order])
 
 
-def item_spans(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(key start, key stop, value start, value stop, ok) of items: the common layout in one
-    pass (:func:`fast.items`), the others walked field by field."""
-    ks, ke, vs, ve, ok = fast.items(buf, start, stop)
+def _member(code: np.ndarray, chosen: list[int], count: int) -> np.ndarray:
+    """Whether each tag code is one of ``chosen`` (or -1, no tag), by one lookup per code."""
+    table = np.zeros(count + 1, bool)
+    table[chosen] = True
+    table[-1] = True
+    return table[code]
+
+
+def item_spans(buf: np.ndarray, f: fast.Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(key start, key stop, value start, value stop, ok) of the items that are the fields ``sel``
+    of ``f``: the common layout in one pass (:func:`fast.items`), the others walked field by field."""
+    start, stop = f.start[sel], f.stop[sel]
+    ks, ke, vs, ve, ok = fast.items(buf, f, sel)
     ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
     odd = np.flatnonzero(~ok)
     if len(odd):
@@ -213,19 +275,43 @@ def tag_code(state: State, raw: bytes) -> int:
     return state.code(name) if name else -1
 
 
-def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State) -> None:
-    """Summary records folded in order: per key, the last update or remove wins."""
+def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State, split: int) -> None:
+    """Summary records folded in order: per key, the last update or remove wins.
+
+    Only the last operation on each key matters, so the items in the writer's layout (key
+    fields, then the value to the end) are told apart by their key alone, and only the winners'
+    values are located; any other item is read field by field. (The winners are checked again
+    with :func:`fast.items`; should one fail, the fold is redone with every item read in full.)"""
     if not len(picked):
         return
-    msgs = fast.walk(buf, top.start[picked], top.stop[picked])
+    perm = buffer_order(top.start[picked], split)
+    picked = picked[perm]
+    msgs = fast.fields(buf, top.start[picked], top.stop[picked])
     ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
-    ks, ke, vs, ve, ok = item_spans(buf, msgs.start[ops], msgs.stop[ops])
+    owner = msgs.owner[ops]
+    place = perm[owner] * 2**32 + (msgs.tag_at[ops] - top.start[picked][owner])  # file order
+    if not _fold(buf, msgs, ops, place, state, lazy=True):
+        _fold(buf, msgs, ops, place, state, lazy=False)
+
+
+def _fold(buf: np.ndarray, msgs: fast.Fields, ops: np.ndarray, place: np.ndarray, state: State, lazy: bool) -> bool:
     removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
-    ks[removes], ke[removes], ok[removes] = msgs.start[ops[removes]], msgs.stop[ops[removes]], True
+    ks, ke = msgs.start[ops].copy(), msgs.stop[ops].copy()
+    vs, ve = ke.copy(), ke.copy()
+    ok = removes.copy()
+    guess = np.zeros(len(ops), bool)
+    if lazy:
+        ke_guess, guess = fast.item_key(buf, msgs, ops)
+        guess &= ~removes
+        ke[guess] = ke_guess[guess]
+        ok |= guess
+    exact = np.flatnonzero(~removes & ~guess)
+    if len(exact):
+        ks[exact], ke[exact], vs[exact], ve[exact], ok[exact] = item_spans(buf, msgs, ops[exact])
     idx = np.flatnonzero(ok)
     if not len(idx):
-        return
-    codes, names = fast.key_codes(buf, ks[idx], ke[idx])
+        return True
+    codes, names = key_codes(buf, ks[idx], ke[idx])
     label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
     ids: dict[str, int] = {}
     for raw_key in names:
@@ -235,11 +321,18 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
             name = ""
         label.append(ids.setdefault(name, len(ids)))
     by_name = np.array(label, np.int64)[codes]
-    found, from_end = np.unique(by_name[::-1], return_index=True)
+    last = np.full(len(ids), -1, np.int64)
+    np.maximum.at(last, by_name, place[idx])
+    wins = np.flatnonzero(place[idx] == last[by_name])  # per key, its last operation
+    checked = idx[wins][guess[idx[wins]]]
+    if len(checked):
+        _, _, vs[checked], ve[checked], fine = fast.items(buf, msgs, ops[checked])
+        if not fine.all():
+            return False
     named = list(ids)
-    for k, j in zip(found.tolist(), (len(by_name) - 1 - from_end).tolist()):  # per key, its last operation
+    for j in wins.tolist():
         op = int(idx[j])
-        name = named[k]
+        name = named[by_name[j]]
         if not name:
             continue
         if msgs.number[ops[op]] == 2:
@@ -247,3 +340,4 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
             continue
         value = buf[vs[op] : ve[op]].tobytes().decode("utf-8", errors="replace")
         state.summary[name] = value
+    return True
