@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,14 +22,16 @@ from sitegen.pages.trends import trend_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
     GroupJob,
+    GroupResult,
     Output,
     RunJob,
     draw_group,
     group_key,
-    keep_run,
+    page_names,
     process_run,
     reuse_run,
     run_inputs,
+    write_run,
 )
 from sitegen.pipeline.locks import held
 from sitegen.pipeline.plan import Plan, make_plan
@@ -147,8 +149,9 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
         for k, (i, result) in enumerate(zip(todo, runner.map(process_run, jobs))):
             if result.written is not None:
                 stage.adopt(result.written)
-            else:  # a Dask worker drew it: this process writes it
-                result = keep_run(result, stage, plan.store, plan.keys[i])
+            else:  # a Dask worker drew it (and kept its summary): this process writes it
+                write_run(result, stage)
+                result = replace(result, files={})
             plan.results[i] = result
             ahead.done(k)
     finally:
@@ -217,12 +220,14 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None
     held = {r.run.slug: run_keys[r.run.slug] for r in done if r.stored}  # runs whose points are in the cache
     hp_of = {r.run.slug: r.hparams for r in done}
     groups = compare.groups([r.run for r in done])
+    remote = isinstance(executor, Dask)  # (its workers may not see this build's folder)
     page_keys: dict[str, str] = {}
     jobs = []
     for g in groups:
         key = page_keys["compare/" + g.slug] = group_key(g, run_keys, plan.config)
         if plan.previous.get("compare/" + g.slug) == key and _link_page(stage, g.slug):
             continue
+        old = stage.old_under(f"compare/{g.slug}/")
         jobs.append(
             GroupJob(
                 g,
@@ -231,20 +236,37 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None
                 plan.assets.urls,
                 plan.store.root,
                 {r.slug: held[r.slug] for r in g.runs if r.slug in held},
-                Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")),
+                None if remote else Output(stage.root, stage.previous, old),
+                frozenset(old) if remote else frozenset(),
             )
         )
-    # (on this machine only: each page's worker writes it into this build's folder)
-    drawn = _runner(executor if isinstance(executor, LocalPool) else Serial(), plan, len(jobs)).map(draw_group, jobs)
+    drawn = _runner(executor, plan, len(jobs)).map(draw_group, jobs)
     writing = {r.run.name for r in done if any(still_writing(p) for p in r.problems)}
     live = running([r.run for r in done], writing, plan.source_date_epoch)
     for rel, data in index_files(
         [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live
     ).items():
         stage.write(rel, data)
-    for hashes in drawn:
-        stage.adopt(hashes)
+    for job, result in zip(jobs, drawn):
+        _take_page(stage, job, result)
     return page_keys
+
+
+def _take_page(stage: Staging, job: GroupJob, result: GroupResult) -> None:
+    """A comparison page a worker drew: adopted when it wrote it, else written here with the
+    live build's pieces it reused linked; when the live build lost one of those meanwhile, the
+    page is drawn again here (the piece then drawn, as a local build would)."""
+    if result.written is not None:
+        stage.adopt(result.written)
+        return
+    if stage.link_many(result.linked):
+        stage.unlink(result.linked)
+        old = stage.old_under(f"compare/{job.group.slug}/")
+        again = draw_group(replace(job, out=Output(stage.root, stage.previous, old), live=frozenset()))
+        stage.adopt(again.written or {})
+        return
+    for rel in page_names(result.files):
+        stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
 
 
 def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, str]) -> list[Problem]:
