@@ -47,13 +47,16 @@ DEFAULT_CONFIGS = "local-2,dask-1,dask-2"
 STAGES = {
     "make_plan": "scan and plan",
     "reuse_runs": "reuse unchanged runs",
-    "draw_runs": "per-run stage (read, draw, summary; pages written)",
-    "compare_with_live": "what's new (vs the live build)",
-    "draw_pages": "comparison pages + index",
-    "index_files": "… of which: index drawn on the client",
-    "draw_trends": "trend pages",
-    "write_changes": "changes, feed",
-    "write_report_and_manifest": "report and manifest",
+    "draw_runs": "per-run stage: read, draw, keep summary (workers); write pages",
+    "write_run": "… of which: the client writes run pages (Dask)",
+    "compare_with_live": "what's new: compare with the live build",
+    "send_pages": "comparison pages: link unchanged, send the rest",
+    "write_index": "index (client, while the workers draw comparison pages)",
+    "draw_trends": "trend pages (client, meanwhile)",
+    "write_changes": "changes, feed (client, meanwhile)",
+    "take_pages": "comparison pages: wait for them, write them",
+    "_take_page": "… of which: the client writes or adopts them",
+    "write_report_and_manifest": "report and manifest (client)",
     "commit": "switch live",
 }
 
