@@ -19,7 +19,7 @@ from typing import Any
 
 from sitegen import __version__
 from sitegen.config import Config, find_config, load_config
-from sitegen.errors import SitegenError, UsageError, still_writing
+from sitegen.errors import SitegenError, UsageError, notice, still_writing
 from sitegen.pipeline import stamp as stamps
 from sitegen.pipeline.executors import tune_process
 from sitegen.pipeline.locks import BuildBusy, held
@@ -288,10 +288,14 @@ def _notify(args: argparse.Namespace) -> int:
 
 def _built(args: argparse.Namespace, runs: int, files: int, out: Path, problems: list) -> int:
     writing = [p for p in problems if still_writing(p)]
-    problems = [p for p in problems if not still_writing(p)]
+    resumed = [p for p in problems if notice(p) and not still_writing(p)]
+    problems = [p for p in problems if not notice(p)]
     log.info("built %d runs, %d files into %s; %d problems", runs, files, out, len(problems))
-    if writing:  # a notice: a live archive has runs being written, and --strict must pass on it
+    # notices: a live archive has runs being written and runs resumed, and --strict must pass on them
+    if writing:
         log.info("%d log files end in a record still being written (left for the next build)", len(writing))
+    if resumed:
+        log.info("%d tags have steps that go back (resumed runs: their charts show the newest records)", len(resumed))
     if args.strict and problems:
         log.error("%d problems while reading (--strict)", len(problems))
         return EXIT_WARNINGS

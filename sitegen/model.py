@@ -333,6 +333,9 @@ class RunData:
     meta: dict[str, str] = field(default_factory=dict)  # title, status, start/end time, tags
     artifacts: list[Artifact] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: restarts the logs announce (TensorBoard's SessionLog START): (scalar rows written before
+    #: it, its step); the records before it from that step on are superseded in the charts
+    restarts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
@@ -343,7 +346,10 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
         out.scalars = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         if len(tables) > 1:
             _merge_groups(out.scalars, tables)
+    rows = 0
     for p in parts:
+        out.restarts += [(rows + r, s) for r, s in p.restarts]
+        rows += p.scalars.num_rows
         out.files += p.files
         out.images += p.images
         out.audio += p.audio
@@ -402,6 +408,17 @@ class Environment:
     provenance: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Commit:
+    """The commit a run was trained from, as its logs record it (a tracker's git fields, its
+    environment, a hyperparameter): a lower-case hex hash, its git tag and branch when known."""
+
+    hash: str
+    tag: str | None = None
+    branch: str | None = None
+    source: str = ""  # the key it was read from (``git.commit``, ``GITHUB_SHA``, ...)
+
+
 @dataclass(eq=False, repr=False)
 class RunDetails:
     """What a run page shows beyond the run's data, read from its folder (environment, notes,
@@ -434,6 +451,16 @@ class ChartLine:
     series: "Series"
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """Scalar records a resumed run wrote again: the charts and statistics show the newer ones,
+    the downloads keep both. ``count`` records at steps ``first_step``..``last_step``."""
+
+    count: int
+    first_step: int
+    last_step: int
+
+
 @dataclass(eq=False)
 class SiteRun:
     """A run as the site shows it: its own data plus its sub-runs, and chart-ready series."""
@@ -449,6 +476,8 @@ class SiteRun:
     end_time: float | None = None
     last_step: int | None = None
     directory: Path | None = None  # the run's folder (environment/notes files, artifacts)
+    superseded: Superseded | None = None  # records replaced by a resumed run (not charted)
+    commit: Commit | None = None  # what the run records of its commit (see sitegen.prepare.commits)
 
 
 def slug(name: str, kind: str = "") -> str:

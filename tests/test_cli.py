@@ -50,6 +50,20 @@ def test_strict_passes_on_a_run_still_being_written(tmp_path, cache_dir):
     assert "truncated" in report  # still recorded, for audits
 
 
+def test_strict_passes_on_a_resumed_run(tmp_path, cache_dir):
+    run = tmp_path / "archive" / "resumed"
+    run.mkdir(parents=True)
+    # a training script that appends to its metrics file, restarted from a checkpoint at step 5
+    rows = [f"{s},{1.0 / (s + 1)}" for steps in (range(0, 10), range(5, 15)) for s in steps]
+    (run / "metrics.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    r = run_sitegen("build", tmp_path / "archive", "--out", tmp_path / "site", "--cache", cache_dir, "--strict")
+    assert r.returncode == 0, r.stderr
+    assert "steps that go back" in r.stderr and "0 problems" in r.stderr
+    assert "step-order" in (tmp_path / "site" / "build-report.json").read_text()  # still recorded
+    r = run_sitegen("build", tmp_path / "archive", "--out", tmp_path / "site2", "--cache", cache_dir)
+    assert r.returncode == 0 and "steps that go back" in r.stderr
+
+
 def test_config_found_at_the_archive_root_then_the_current_folder(tmp_path, cache_dir):
     archive = tmp_path / "archive"
     shutil.copytree(EXAMPLE, archive)

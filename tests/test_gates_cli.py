@@ -20,7 +20,7 @@ rules = [
 """
 
 
-def test_a_failed_gate_exits_4_and_is_reported_everywhere(tmp_path: Path):
+def test_a_failed_gate_exits_5_and_is_reported_everywhere(tmp_path: Path):
     logs, out, cache, config = tmp_path / "logs", tmp_path / "site", tmp_path / "cache", tmp_path / "sitegen.toml"
     config.write_text(CONFIG)
     write_metrics(logs / "vision" / "resnet" / "r0", 0, 20, seed=1)  # last loss 0.11

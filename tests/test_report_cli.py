@@ -16,6 +16,7 @@ def test_run_and_model_reports(tmp_path: Path):
     logs, out = tmp_path / "logs", tmp_path / "site"
     for i, seed in enumerate((2, 0, 4)):  # last train/loss 0.12, 0.10, 0.14 (steps 0-19)
         write_metrics(logs / "vision" / "resnet" / f"r{i}", 0, 20, seed=seed, start=1_700_000_000 + 3600 * i)
+    (logs / "vision" / "resnet" / "r2" / "env.json").write_text('{"GITHUB_SHA": "3f786850e387550fdab836ed7e6dc881de23001b", "GITHUB_REF": "refs/tags/v1.2"}')
     gates = GatesConfig(rules=("*/*: train/loss <= best * 1.1",))
     build(logs, out, BuildOptions(config=Config(title="Nightly", gates=gates), cache=tmp_path / "cache"))
     config = tmp_path / "sitegen.toml"
@@ -27,6 +28,7 @@ def test_run_and_model_reports(tmp_path: Path):
     text = md.read_text("utf-8")
     assert text.startswith("# Run report: vision/resnet/r2\n")
     assert "(https://reports.example.org/reports/runs/vision-resnet-r2-" in text
+    assert "- Commit: `3f786850e387550fdab836ed7e6dc881de23001b` v1.2\n" in text  # (recorded in its environment)
     # last 0.14 against the best of the 2 earlier runs (0.10) and their median (0.11)
     assert re.search(r"\| train/loss \| 0\.14 \| 0\.14 \| 0\.1 \| \+0\.04 \(\+40\.00%\) \| 0\.11 \| \+0\.03 \(\+27\.27%\) \|", text), text
     assert "| \\*/\\*: train/loss \\<= best \\* 1.1 | vision/resnet/r2 | 0.14 | FAIL |" in text

@@ -5,9 +5,10 @@
 # crontab -e:
 #   15 2 * * *  ARCHIVE=/mnt/training-logs REMOTE=deploy@web.example.org /opt/sitegen/cron-publish.sh >>/var/log/sitegen-publish.log 2>&1
 #
-# Exit codes: 0 published; 1 published, but some log files were damaged (--strict);
+# Exit codes: 0 published (or another build of this site was still running: nothing done);
+#             1 published, but some log files were damaged (--strict);
 #             2 bad usage/config or archive not mounted; 3 I/O error;
-#             4 published, but a [gates] rule failed on a new run (CONFIG with [gates]);
+#             5 published, but a [gates] rule failed on a new run (CONFIG with [gates]);
 #             anything else: copy failed.
 # With CONFIG (a sitegen.toml with [gates]) the build is gated; with SITEGEN_WEBHOOK set, the
 # changes since the last published build are posted to that chat webhook (NOTIFY_KIND: slack,

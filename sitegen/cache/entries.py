@@ -218,6 +218,7 @@ def load(entry: Path, header: dict, body: pa.Buffer) -> RunData | None:
         run.meta = header["meta"]
         run.artifacts = [Artifact(**a) for a in header["artifacts"]]
         run.problems = [Problem(**p) for p in header["problems"]]
+        run.restarts = [(int(r), int(s)) for r, s in header.get("restarts", [])]
         return run
     except (OSError, KeyError, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
         log.info("cache entry %s unusable (%s); decoding again", entry, exc)
@@ -255,6 +256,7 @@ def encode(key: dict, state: dict, run: RunData, path: Path, st: os.stat_result)
         "meta": run.meta,
         "artifacts": [vars(a) for a in run.artifacts],
         "problems": [vars(p) for p in run.problems],
+        "restarts": run.restarts,
     }
     text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header
     return [ENTRY_MAGIC, len(text).to_bytes(8, "little"), zlib.crc32(text).to_bytes(4, "little"), text, *tables.values()]

@@ -37,7 +37,7 @@ from sitegen.resources import default_cache_dir
 log = logging.getLogger(__name__)
 
 #: Bump when any decoder's output changes: every cached entry is then decoded again.
-DECODER_VERSION = "2"
+DECODER_VERSION = "3"
 #: hex digits of a key naming its folder: 16 folders per kind, not 256 (a fresh cache made
 #: 512 folders, each costing up to a millisecond; 10,000 runs are still only 625 files a folder)
 SHARD = 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.model import Artifact, ChartLine, Packed, RunData, Series, SiteRun, SourceFile, Stats, path_in
+from sitegen.model import Artifact, ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, path_in
 
 
 def to_doc(
@@ -59,6 +59,7 @@ def to_doc(
             "end_time": run.end_time,
             "last_step": run.last_step,
             "directory": None if run.directory is None else str(run.directory),
+            "commit": None if run.commit is None else asdict(run.commit),
         },
         "data": {
             "name": d.name,
@@ -124,6 +125,7 @@ def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[S
         end_time=r["end_time"],
         last_step=r["last_step"],
         directory=where,
+        commit=Commit(**r["commit"]) if r.get("commit") else None,
     )
     sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources

@@ -49,7 +49,8 @@ def read_scalars(path: str | Path, *, options: ReadOptions = ReadOptions()) -> p
     """All scalars below ``path`` as one table: run, tag, step, wall_time, value.
 
     Every record as written: runs in name order, files of a run in name order, records in file
-    order; no dedup, no purge, NaN and +-inf kept.
+    order; no dedup, no purge (the site's charts supersede what a resumed run wrote again;
+    its downloads, like this table, keep it), NaN and +-inf kept.
     """
     tables = []
     for run in read_runs(path, options=options):

@@ -60,7 +60,7 @@ def scalar_problems(table, path: str, *, wall_times: bool = True, steps: bool = 
                     None,
                     "step-order",
                     f"tag {names[t]!r}: {n} of {len(rows)} records have a step {what} the previous one "
-                    f"(first: step {int(rows[first + 1])} after {int(rows[first])}); kept in file order",
+                    f"(first: step {int(rows[first + 1])} after {int(rows[first])}); kept in the downloads",
                 )
             )
     return out

@@ -6,8 +6,8 @@ commit), ``metrics.jsonl`` (one JSON array of events per line) and ``log.jsonl``
 lines); ``Task.close()`` also zips the folder to ``offline-<id>.zip`` beside it, read when the
 folder is not there. What is taken: ``training_stats_scalar`` events -> scalars ``metric/variant``
 (``iter`` the step, ``timestamp`` ms the wall time); hyperparameters -> ``section/name`` (typed
-by their ``type``); ``script.version_num``/``repository``/``branch`` -> git commit, remote and
-branch; the first log event's ``worker`` -> host and its time -> start time. ClearML writes NaN
+by their ``type``); ``script.version_num``/``repository``/``branch``/``tag`` -> git commit, remote,
+branch and tag; the first log event's ``worker`` -> host and its time -> start time. ClearML writes NaN
 and inf as 0.0 unless told otherwise: the run info says so. Images, plots, console text and
 configuration objects are not read. A last line being written is left for the next build.
 """
@@ -30,7 +30,7 @@ FORMAT = "clearml"
 TASK, METRICS, LOG = "task.json", "metrics.jsonl", "log.jsonl"
 FILES = (TASK, METRICS, LOG)
 MAX_MEMBER = 1 << 30
-GIT = {"version_num": "git.commit", "repository": "git.remote", "branch": "git.branch", "entry_point": "command"}
+GIT = {"version_num": "git.commit", "repository": "git.remote", "branch": "git.branch", "tag": "git.tag", "entry_point": "command"}
 NAN_NOTE = "ClearML writes NaN and inf as 0.0 (unless the script set Logger.set_reporting_nan_value): a 0.0 may have been NaN or inf"
 
 

@@ -32,6 +32,8 @@ def report_markdown(rep: dict, t: Callable[..., str], *, title: str, base_url: s
         out += [f"- {t('report.site')}: {md_escape(title)}", f"- {t('report.model')}: {md_escape(s.group or '-')}",
                 f"- {t('col.start')}: {fmt_time(s.start_time)}", f"- {t('col.last_step')}: {s.last_step if s.last_step is not None else ''}",
                 f"- {t('report.status')}: {md_escape(s.status or '-')}",
+                f"- {t('report.commit')}: " + (f"`{s.commit}`" + "".join(f" {md_escape(x)}" for x in (s.commit_tag, s.commit_branch) if x)
+                                                 if s.commit else "-"),
                 f"- {t('report.links')}: [{t('report.run_page')}]({_link(base_url, f'runs/{s.slug}/index.html')})"
                 + (f" · [{t('report.environment')}]({_link(base_url, f'runs/{s.slug}/index.html#environment')})"
                    f" · [{t('report.compare')}]({_link(base_url, f'compare/{group_slug(tuple(s.group.split(chr(47))))}/index.html')})"

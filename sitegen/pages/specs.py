@@ -168,7 +168,8 @@ def _scatter(t) -> dict[str, Any]:
 
 def _trend(t) -> dict[str, Any]:
     """A trend: each run's last value (a dot linking to the run) and best value (a ring) at its
-    start time, change points (red rules) and the current baseline band."""
+    start time, change points (red rules, under the dots: the first run of a level stays
+    clickable) and the current baseline band."""
     base = alt.Chart(DATA)
     x = alt.X("x:T", title=t("chart.start"), scale=alt.Scale(type="utc"))
     y = alt.Y("y:Q", title=None, scale=alt.Scale(zero=False))
@@ -186,7 +187,44 @@ def _trend(t) -> dict[str, Any]:
         .encode(x=x, y=y, href="u:N", tooltip=tip)
     )
     change = base.mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5).transform_filter("datum.k == 'change'").encode(x=x)
-    return alt.layer(band, line, best, final, change).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+    return alt.layer(band, change, line, best, final).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
+def _trend_commit(t) -> dict[str, Any]:
+    """A trend against commits (in the order of their first run; the page script sets the
+    domain): each run's last value (a dot linking to the run), its best (a ring), the median of
+    each commit's runs (a line), change points and the baseline band over those medians."""
+    base = alt.Chart(DATA)
+    x = alt.X("c:O", title=t("chart.commit"), scale=alt.Scale(type="point", padding=0.5), axis=alt.Axis(labelAngle=-40, labelLimit=90))
+    y = alt.Y("y:Q", title=None, scale=alt.Scale(zero=False))
+    tip = [
+        alt.Tooltip("s:N", title=t("chart.run")),
+        alt.Tooltip("h:N", title=t("chart.hash")),
+        alt.Tooltip("g:N", title=t("chart.ref")),
+        alt.Tooltip("t:N", title=t("chart.start")),
+        alt.Tooltip("y:Q", title=t("chart.value"), format=".6~g"),
+    ]
+    level_tip = [
+        alt.Tooltip("h:N", title=t("chart.hash")),
+        alt.Tooltip("g:N", title=t("chart.ref")),
+        alt.Tooltip("s:N", title=t("chart.runs")),
+        alt.Tooltip("y:Q", title=t("chart.median"), format=".6~g"),
+    ]
+    band = base.mark_rect(opacity=0.15, color="#1f77b4").transform_filter("datum.k == 'band'").encode(x=x, x2="c2:O", y=y, y2="y2:Q")
+    line = base.mark_line(color="#1f77b4", strokeWidth=1, opacity=0.6).transform_filter("datum.k == 'level'").encode(x=x, y=y)
+    level = (
+        base.mark_tick(color="#1f77b4", thickness=2, size=14, opacity=0.8)
+        .transform_filter("datum.k == 'level'")
+        .encode(x=x, y=y, tooltip=level_tip)
+    )
+    best = base.mark_point(filled=False, color="#7f7f7f", size=36).transform_filter("datum.k == 'best'").encode(x=x, y=y, tooltip=tip)
+    final = (
+        base.mark_circle(color="#1f77b4", size=44, opacity=1)
+        .transform_filter("datum.k == 'final'")
+        .encode(x=x, y=y, href="u:N", tooltip=tip)
+    )
+    change = base.mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5).transform_filter("datum.k == 'change'").encode(x=x)
+    return alt.layer(band, change, line, level, best, final).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
 
 
 @functools.cache
@@ -204,6 +242,7 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
         "parallel": _parallel(t),
         "scatter": _scatter(t),
         "trend": _trend(t),
+        "trend_commit": _trend_commit(t),
     }
     for spec in specs.values():
         spec.pop("$schema", None)

@@ -183,7 +183,7 @@ def compare_with_live(plan: Plan) -> dict:
 
 def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
     """A trend page per model and project: each key metric of its runs against their start
-    times, with change points and the baseline band (from the runs' states in ``news``). A page
+    times and their commits, with change points and the baseline band (from the runs' states in ``news``). A page
     whose inputs (its runs' states, the metrics, code and config) did not change is linked from
     the live build. Returns the pages' input keys, for the manifest."""
     by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
@@ -198,7 +198,11 @@ def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
         if plan.previous.get("trends/" + g.slug) == key and _link_folder(stage, f"trends/{g.slug}/"):
             continue
         found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
-        for rel, data in trend_files(g.key, len(members), found, plan.config, plan.assets).items():
+        by_commit = [trends.commit_trend(t.metric, members) for t in found]
+        committed = sum(1 for m in members if m.commit)
+        for rel, data in trend_files(
+            g.key, len(members), found, plan.config, plan.assets, by_commit=by_commit, committed=committed
+        ).items():
             stage.write(rel, data)
     return page_keys
 

@@ -24,6 +24,7 @@ from sitegen.pages.assets import Assets
 from sitegen.pages.comparepage import compare_files
 from sitegen.pages.runpage import run_files
 from sitegen.prepare.assemble import assemble
+from sitegen.prepare.commits import commit_of
 from sitegen.prepare.envinfo import details
 from sitegen.prepare.hparams import run_hparams
 from sitegen.publish.staging import Writer, gzip_twin, needs_twin
@@ -94,6 +95,7 @@ def draw_run(job: RunJob) -> RunResult:
         problems += scalar_problems(d.scalars, str(source.directory), wall_times=False, steps=True, repeats=d.format != "mlflow")
     hp = run_hparams([site_run.data, *site_run.sub_runs])
     info = details(site_run, job.nested_dirs, job.options.roots)
+    site_run = replace(site_run, commit=commit_of(site_run.data.meta, info.environment, hp))
     scanned = {(p.path, p.kind) for p in job.problems_of}
     problems += [p for p in info.problems if (p.path, p.kind) not in scanned]  # (a log file the scan refused is listed too)
     files = run_files(site_run, info, hp, job.config, job.urls, [*job.problems_of, *problems])

@@ -1,4 +1,5 @@
-"""A run as the site shows it: its sub-runs folded in and each tag's line thinned for its chart."""
+"""A run as the site shows it: its sub-runs folded in, the records a resumed run wrote again
+superseded (:mod:`sitegen.prepare.resume`), and each tag's line thinned for its chart."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pyarrow as pa
 from sitegen.config import Config
 from sitegen.downsample import downsample
 from sitegen.errors import Problem
-from sitegen.model import ChartLine, RunData, RunSource, SiteRun, grouped_columns, slug
+from sitegen.model import ChartLine, RunData, RunSource, SiteRun, Superseded, grouped_columns, slug
+from sitegen.prepare.resume import CONTINUES, REPEATS, newest_items, superseded
 
 
 def families(sources: list[RunSource]) -> list[list[RunSource]]:
@@ -34,9 +36,14 @@ def families(sources: list[RunSource]) -> list[list[RunSource]]:
 
 def assemble(source: RunSource, data: RunData, subs: list[RunData], config: Config) -> SiteRun:
     """The run of ``source`` (``data``) with its sub-runs (``subs``) and every chart line."""
-    lines = _lines(data, "", config, source.name)
+    replaced: list[Superseded] = []
+    for d in [data, *subs]:
+        if d.format not in CONTINUES:
+            for kind in ("histograms", "curves", "images", "audio", "texts"):
+                setattr(d, kind, newest_items(getattr(d, kind)))
+    lines = _lines(data, "", config, source.name, replaced)
     for sub in subs:
-        lines += _lines(sub, None, config, source.name)
+        lines += _lines(sub, None, config, source.name, replaced)
         if not data.hparams and sub.hparams:
             data.hparams = dict(sub.hparams)
         for m in sub.hparam_metrics:
@@ -62,6 +69,7 @@ def assemble(source: RunSource, data: RunData, subs: list[RunData], config: Conf
         end_time=float(data.meta["end_time"]) if data.meta.get("end_time") else (max(walls) if walls else None),
         last_step=max(last_steps) if last_steps else None,
         directory=source.directory,
+        superseded=_total(replaced),
     )
 
 
@@ -76,13 +84,25 @@ def _line_label(sub: RunData, parent: str, tag: str) -> str:
     return rel
 
 
-def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list[ChartLine]:
-    """One chart line per selected tag, thinned for the chart; the tags are split in one pass."""
+def _total(parts: list[Superseded]) -> Superseded | None:
+    if not parts:
+        return None
+    return Superseded(sum(p.count for p in parts), min(p.first_step for p in parts), max(p.last_step for p in parts))
+
+
+def _lines(run: RunData, label: str | None, config: Config, parent: str, replaced: list[Superseded]) -> list[ChartLine]:
+    """One chart line per selected tag of the newest records, thinned for the chart; the tags
+    are split in one pass. What a resumed run superseded is added to ``replaced``."""
     table = run.scalars
     if table.num_rows == 0:
         return []
     g, cols = grouped_columns(table)
     step, wall, value = cols["step"], cols["wall_time"], cols["value"]
+    rows = None if g.in_place else g.order
+    drop = None if run.format in CONTINUES else superseded(step, g.bounds, rows, run.restarts, repeats=run.format in REPEATS)
+    if drop is not None:
+        gone = step[drop]
+        replaced.append(Superseded(len(gone), int(gone.min()), int(gone.max())))
     chosen = [i for i, tag in enumerate(g.tags) if g.bounds[i + 1] > g.bounds[i] and config.tag_selected(tag)]
     limit = config.limits.max_tags_per_run
     if len(chosen) > limit:
@@ -101,7 +121,13 @@ def _lines(run: RunData, label: str | None, config: Config, parent: str) -> list
     out = []
     for i in chosen:
         tag, a, b = g.tags[i], g.bounds[i], g.bounds[i + 1]
-        series = downsample(step[a:b], wall[a:b], value[a:b], config.charts.points_per_chart)
+        s, w, v = step[a:b], wall[a:b], value[a:b]
+        if drop is not None and drop[a:b].any():
+            keep = ~drop[a:b]
+            if not keep.any():
+                continue  # every record of the tag came before a restart at a smaller step
+            s, w, v = s[keep], w[keep], v[keep]
+        series = downsample(s, w, v, config.charts.points_per_chart)
         out.append(ChartLine(tag, label if label is not None else _line_label(run, parent, tag), series))
     return out
 

@@ -38,6 +38,9 @@ class RunState:
     status: str | None  # as the logs record it (MLflow); None: not recorded
     metrics: dict[str, float] = field(default_factory=dict)  # last value of each tracked tag (finite only)
     best: dict[str, float] = field(default_factory=dict)  # best value of each tracked tag over the run (finite only)
+    commit: str | None = None  # the commit the run records (lower-case hex), its git tag and branch
+    commit_tag: str | None = None
+    commit_branch: str | None = None
 
 
 _FIELDS = [f.name for f in fields(RunState)]
@@ -90,6 +93,9 @@ def state_of(run: SiteRun, metrics: list[str]) -> RunState:
         status=status.upper() if isinstance(status, str) and status else None,
         metrics=dict(sorted(last.items())),
         best=dict(sorted(best.items())),
+        commit=None if run.commit is None else run.commit.hash,
+        commit_tag=None if run.commit is None else run.commit.tag,
+        commit_branch=None if run.commit is None else run.commit.branch,
     )
 
 
@@ -113,6 +119,9 @@ def from_json(d: Any) -> RunState | None:
             status=d["status"] if isinstance(d.get("status"), str) else None,
             metrics=_finite(m),
             best=_finite(d.get("best", {})),
+            commit=_text(d.get("commit")),
+            commit_tag=_text(d.get("commit_tag")),
+            commit_branch=_text(d.get("commit_branch")),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -217,6 +226,10 @@ def _entry(s: RunState) -> dict:
 
 def _finite(m: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
 
 
 def _num(v: Any) -> float | None:

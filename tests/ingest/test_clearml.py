@@ -134,3 +134,17 @@ def test_git_commit_of_the_example_run():
     assert len(run.meta["tag:git.commit"]) == 40 and int(run.meta["tag:git.commit"], 16) >= 0
     assert run.meta["tag:git.remote"] == "https://example.com/team/repo.git" and run.meta["tag:git.branch"] == "master"
     assert run.problems == [] and run.scalars.num_rows == 70
+
+
+def test_a_git_tag_in_the_script_section_is_read(tmp_path):
+    """``script.tag`` (set when the task ran on a tagged commit) beside the commit and branch."""
+    import json
+
+    session = next(p for p in (Path(__file__).resolve().parents[2] / "examples" / "archive" / "clearml").rglob("task.json")).parent
+    copy = tmp_path / "archive" / session.name
+    shutil.copytree(session, copy)
+    task = json.loads((copy / "task.json").read_text("utf-8"))
+    task["script"]["tag"] = "v2.1"
+    (copy / "task.json").write_text(json.dumps(task), "utf-8")
+    run = READERS["clearml"].read(scan(tmp_path / "archive")[0])
+    assert run.meta["tag:git.tag"] == "v2.1" and run.meta["tag:git.commit"] == task["script"]["version_num"]

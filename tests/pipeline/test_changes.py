@@ -148,3 +148,37 @@ def test_hostile_names_stay_text_in_the_feed_and_markdown(tmp_path: Path):
     md = (out / "changes.md").read_text("utf-8")
     assert "[a](javascript" not in md and "\\[a\\]\\(javascript:1\\)" in md
     assert "<script>" not in (out / "index.html").read_text("utf-8")
+
+
+def test_added_grown_finished_and_removed_once_each_with_mlflows_writer(tmp_path: Path, monkeypatch):
+    """The same with runs written by MLflow's own client (a file store): a run it still reports
+    RUNNING grows, then finishes when the client ends it; each change appears in one build only."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow.tracking import MlflowClient
+
+    logs, out, cache = tmp_path / "logs", tmp_path / "site", tmp_path / "cache"
+    client = MlflowClient(tracking_uri=(logs / "mlruns").as_uri())
+    exp = client.create_experiment("vision")
+    ids = [client.create_run(exp, run_name=f"r{k}").info.run_id for k in range(2)]
+    for k, run_id in enumerate(ids):
+        for i in range(5):
+            client.log_metric(run_id, "eval/acc", 0.5 + 0.01 * i + 0.1 * k, step=i, timestamp=1_700_000_000_000 + 1000 * i)
+    kinds = ("added", "grown", "finished", "removed")
+
+    def rebuild(sde: int) -> dict[str, list[str]]:
+        build(logs, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=sde))
+        doc = changes_of(out)
+        return {k: [n.rsplit("/", 1)[-1] for n in names(doc, k)] for k in kinds}
+
+    assert rebuild(1) == {"added": sorted(ids), "grown": [], "finished": [], "removed": []}
+    assert rebuild(2) == dict.fromkeys(kinds, [])
+    client.log_metric(ids[0], "eval/acc", 0.7, step=5, timestamp=1_700_000_005_000)  # still RUNNING, one more step
+    assert rebuild(3) == {"added": [], "grown": [ids[0]], "finished": [], "removed": []}
+    client.set_terminated(ids[0])  # FINISHED
+    assert rebuild(4) == {"added": [], "grown": [], "finished": [ids[0]], "removed": []}
+    assert rebuild(5) == dict.fromkeys(kinds, [])
+    (run_dir,) = (logs / "mlruns").glob(f"*/{ids[1]}")
+    shutil.rmtree(run_dir)
+    assert rebuild(6) == {"added": [], "grown": [], "finished": [], "removed": [ids[1]]}
+    assert rebuild(7) == dict.fromkeys(kinds, [])

@@ -81,6 +81,36 @@ def test_a_5xx_is_retried_with_backoff_and_a_4xx_is_not():
     assert len(server.requests) == 1 and "SECRETTOKEN" not in str(exc.value) and "/hook/***" in str(exc.value)
 
 
+OK = {"slack": b"ok", "feishu": b'{"code":0,"msg":"success"}', "dingtalk": b'{"errcode":0,"errmsg":"ok"}',
+      "wecom": b'{"errcode":0,"errmsg":"ok"}', "generic": b""}  # what each service answers on success
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_each_kind_retries_a_500_then_delivers_and_fails_on_a_400_a_timeout_or_no_host(kind: str):
+    """The floor, kind by kind: 500 then 200 (two identical posts), 400 (one post, not retried),
+    no answer in time (every attempt made), nothing listening; the token never in the error."""
+    secret = "s" if kind in ("dingtalk", "feishu") else ""
+    waits: list[float] = []
+    with Recorder((500, b"busy", 0.0), (200, OK[kind], 0.0)) as server:
+        assert send(server.url(), MSG, kind=kind, secret=secret, now=NOW, backoff=0.5, sleep=waits.append) == 2
+    assert waits == [0.5] and len(server.requests) == 2 and server.requests[0][2] == server.requests[1][2]
+    failures = []
+    with Recorder((400, b"bad request", 0.0), (200, OK[kind], 0.0)) as server:
+        with pytest.raises(NotifyError, match=r"HTTP 400 .*\(not retried\)") as exc:
+            send(server.url(), MSG, kind=kind, secret=secret, sleep=waits.append)
+        failures.append(str(exc.value))
+    assert len(server.requests) == 1
+    with Recorder((200, OK[kind], 1.0)) as server:
+        with pytest.raises(NotifyError, match=r"not delivered after 2 attempts: no answer within 0.2 s") as exc:
+            send(server.url(), MSG, kind=kind, secret=secret, timeout=0.2, retries=1, sleep=lambda s: None)
+        failures.append(str(exc.value))
+    assert len(server.requests) == 2
+    with pytest.raises(NotifyError, match=r"not delivered after 2 attempts: cannot connect") as exc:
+        send(f"http://127.0.0.1:{free_port()}/hook/SECRETTOKEN", MSG, kind=kind, secret=secret, retries=1, sleep=lambda s: None)
+    failures.append(str(exc.value))
+    assert all("SECRETTOKEN" not in f and "\n" not in f for f in failures)
+
+
 def test_a_refusal_in_a_200_answer_is_a_failure_without_retry():
     refusal = json.dumps({"errcode": 310000, "errmsg": "sign not match"}).encode()
     with Recorder((200, refusal, 0.0)) as server:

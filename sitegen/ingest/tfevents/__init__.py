@@ -63,6 +63,7 @@ class Decoded:
     value: list[float] = field(default_factory=list)
     run: RunData = field(default_factory=lambda: RunData(name="", format=FORMAT))
     plugins: dict[str, str] = field(default_factory=dict)  # tag -> plugin, fixed by first value
+    starts: list[tuple[int, int]] = field(default_factory=list)  # SessionLog START: (record offset, step)
 
     def scalar_table(self) -> pa.Table:
         return pa.table(
@@ -322,7 +323,7 @@ def _text_of(t: Tensor) -> str:
 
 def decode_event(dec: Decoded, off: int, payload: memoryview, options: ReadOptions, path: str) -> None:
     """Decode one Event payload into ``dec``; raises WireError when it is not a valid Event."""
-    wall, step = 0.0, 0
+    wall, step, start = 0.0, 0, False
     summaries: list[memoryview] = []
     for fnum, wt, v in iter_fields(payload):
         if fnum == 1 and wt == 1:
@@ -331,10 +332,29 @@ def decode_event(dec: Decoded, off: int, payload: memoryview, options: ReadOptio
             step = to_int64(v)  # type: ignore[arg-type]
         elif fnum == 5 and wt == LEN:
             summaries.append(v)  # type: ignore[arg-type]
+        elif fnum == 7 and wt == LEN:
+            start = _session_start(v)  # type: ignore[arg-type]
+    if start:
+        dec.starts.append((off, step))
     for summary in summaries:
         for fnum, wt, v in iter_fields(summary):
             if fnum == 1 and wt == LEN:
                 _add_value(dec, off, step, wall, _parse_value(v), options, path)  # type: ignore[arg-type]
+
+
+def _session_start(session_log: memoryview) -> bool:
+    """Whether a SessionLog says START (status 1): a job (re)started at the event's step."""
+    status = 0
+    for fnum, wt, v in iter_fields(session_log):
+        if fnum == 1 and wt == 0:
+            status = int(v)
+    return status == 1
+
+
+def _restart_rows(dec: Decoded, records: np.ndarray) -> None:
+    """Each START as (scalar rows written before it, its step); ``records``: the scalar rows'
+    record offsets, in file order."""
+    dec.run.restarts = [(int(np.searchsorted(records, off)), step) for off, step in dec.starts]
 
 
 def decode_buffer(
@@ -427,11 +447,13 @@ def _fast_buffer(
         schema=RUN_SCALARS_SCHEMA,
     )
     if not dec.record:
+        _restart_rows(dec, fs.record)
         remember_tag_groups(fast, fs.tag, fs.tag_id)
         return fast, fs.end
     slow = dec.scalar_table()
     records = np.concatenate([fs.record, np.asarray(dec.record, dtype=np.int64)])
     order = np.argsort(records, kind="stable")
+    _restart_rows(dec, records[order])
     return pa.concat_tables([fast, slow]).take(pa.array(order)), fs.end
 
 
@@ -457,6 +479,7 @@ def decode_file(path: Path, options: ReadOptions, *, start: int = 0, state: dict
     else:
         _, framing = decode_buffer(data.data, spath, options, start=start, dec=dec)
         table, end = dec.scalar_table(), framing.end
+        _restart_rows(dec, np.asarray(dec.record, dtype=np.int64))
     run = dec.run
     run.scalars = table
     run.problems += scalar_problems(table, spath)
