@@ -5,8 +5,8 @@ workers, side by side, and show where the time goes.
     python benchmarks/bench_dask.py --quick         # 200 runs
     python benchmarks/bench_dask.py --runs 500 --steps 2000 --rounds 5
 
-Every measurement is a cold build (empty decode cache, new site folder) in a fresh child
-process; the configurations take turns, round after round, so a noisy neighbour spreads over
+Every measurement is a cold build (empty decode cache, new site folder) and then a rebuild
+after one run was appended to the archive, in a fresh child process; the configurations take turns, round after round, so a noisy neighbour spreads over
 all of them. The cluster is started before the clock starts (its start-up time is reported on
 its own). Each build stage is timed in the process running the build (the client): wall time,
 and the client's own CPU time (with a LocalCluster the scheduler shares it). The sites of every
@@ -88,7 +88,8 @@ def _timed(times: dict, name: str, fn):
 
 
 def child(config: str, archive: Path, work: Path) -> dict:
-    """One cold build (runs in a fresh process), its stages timed."""
+    """One cold build and a rebuild after one run was appended (in a fresh process), their
+    stages timed."""
     import sitegen.pipeline.build as B
     from sitegen.config import Config
     from sitegen.pipeline.executors import Dask, LocalPool, Serial
@@ -119,17 +120,32 @@ def child(config: str, archive: Path, work: Path) -> dict:
             B.Staging.commit = _timed(times, name, B.Staging.commit)
         else:
             setattr(B, name, _timed(times, name, getattr(B, name)))
-    cpu = time.process_time()
-    t = time.perf_counter()
-    result = B.build(archive, out, B.BuildOptions(config=Config(title="bench"), cache=cache, executor=executor))
-    seconds = time.perf_counter() - t
-    cpu = time.process_time() - cpu
+    copy = work / "archive"  # (the same path for every configuration: the sites must be equal)
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(archive, copy)
+    options = B.BuildOptions(config=Config(title="bench"), cache=cache, executor=executor)
+    row: dict = {"config": config, "startup": startup}
+    for build in ("cold", "rebuild"):
+        if build == "rebuild":  # one run appended to the archive, as a nightly build finds it
+            from tests.support.eventgen import write_run
+
+            write_run(copy / "project0" / "model0" / "run99999", tags=["train/loss", "train/acc", "eval/loss", "eval/accuracy"],
+                      steps=50, seed=99999, start=1.9e9)
+        times.clear()
+        cpu = time.process_time()
+        t = time.perf_counter()
+        result = B.build(copy, out, options)
+        got = {"seconds": time.perf_counter() - t, "cpu": time.process_time() - cpu, "stages": dict(times)}
+        files = json.loads((out / "manifest.json").read_text())["files"]
+        got["site"] = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+        if build == "cold":
+            row.update(got, runs=result.runs, files=result.files)
+        else:
+            row["rebuild"] = got
     if cluster is not None:
         cluster.close()
-    files = json.loads((out / "manifest.json").read_text())["files"]
-    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    return {"config": config, "seconds": seconds, "cpu": cpu, "startup": startup, "runs": result.runs, "files": result.files,
-            "site": digest, "stages": times}
+    shutil.rmtree(copy, ignore_errors=True)
+    return row
 
 
 def _spread(xs: list[float]) -> str:
@@ -140,23 +156,23 @@ def _spread(xs: list[float]) -> str:
 
 def report(rows: list[dict], configs: list[str], runs: int, size: int, load: list[float]) -> str:
     by = {c: [r for r in rows if r["config"] == c] for c in configs}
-    same = len({r["site"] for r in rows}) == 1
+    same = len({r["site"] for r in rows}) == 1 and len({r["rebuild"]["site"] for r in rows}) == 1
     rounds = max(len(v) for v in by.values())
     lines = [f"{runs} runs, {size / 1e6:.1f} MB, {os.cpu_count()} cores ({platform.machine()}), {rounds} rounds, "
-             f"load {min(load):.1f}–{max(load):.1f}; sites identical: {'yes' if same else 'NO'}", ""]
-    head = "| | " + " | ".join(CONFIGS.get(c, c) for c in configs) + " |"
-    lines += [head, "|---|" + "---:|" * len(configs)]
-    lines.append("| **build, wall (s)** | " + " | ".join(_spread([r["seconds"] for r in by[c]]) for c in configs) + " |")
-    lines.append("| build, client CPU (s) | " + " | ".join(_spread([r["cpu"] for r in by[c]]) for c in configs) + " |")
-    lines.append("| cluster start (s, not in the build) | " + " | ".join(
-        _spread([r["startup"] for r in by[c]]) if by[c][0]["startup"] else "–" for c in configs) + " |")
-    for name, label in STAGES.items():
-        cells = []
-        for c in configs:
-            got = [r["stages"].get(name) for r in by[c]]
-            got = [g for g in got if g is not None]
-            cells.append(f"{_spread([g[0] for g in got])} / {statistics.median(g[1] for g in got):.2f}" if got else "–")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+             f"load {min(load):.1f}–{max(load):.1f}; sites identical: {'yes' if same else 'NO'}"]
+    for title, pick in (("cold build", lambda r: r), ("rebuild after one run was appended", lambda r: r["rebuild"])):
+        lines += ["", f"{title}:", "", "| | " + " | ".join(CONFIGS.get(c, c) for c in configs) + " |", "|---|" + "---:|" * len(configs)]
+        lines.append("| **build, wall (s)** | " + " | ".join(_spread([pick(r)["seconds"] for r in by[c]]) for c in configs) + " |")
+        lines.append("| build, client CPU (s) | " + " | ".join(_spread([pick(r)["cpu"] for r in by[c]]) for c in configs) + " |")
+        if title == "cold build":
+            lines.append("| cluster start (s, not in the build) | " + " | ".join(
+                _spread([r["startup"] for r in by[c]]) if by[c][0]["startup"] else "–" for c in configs) + " |")
+        for name, label in STAGES.items():
+            cells = []
+            for c in configs:
+                got = [g for g in (pick(r)["stages"].get(name) for r in by[c]) if g is not None]
+                cells.append(f"{_spread([g[0] for g in got])} / {statistics.median(g[1] for g in got):.2f}" if got else "–")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "Stage cells: wall seconds, median (min–max) / the client's CPU seconds (median)."]
     return "\n".join(lines)
 
@@ -199,10 +215,11 @@ def main() -> int:
                 return 1
             row = json.loads(r.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"  round {k + 1}, {config}: {row['seconds']:.1f} s (+{row['startup']:.1f} s cluster start)", flush=True)
+            print(f"  round {k + 1}, {config}: {row['seconds']:.1f} s, rebuild {row['rebuild']['seconds']:.1f} s "
+                  f"(+{row['startup']:.1f} s cluster start)", flush=True)
             for p in [*work.glob(f"site-{config}*"), *work.glob(f".site-{config}*"), work / f"cache-{config}"]:
                 shutil.rmtree(p, ignore_errors=True)
-    same = len({r["site"] for r in rows}) == 1
+    same = len({r["site"] for r in rows}) == 1 and len({r["rebuild"]["site"] for r in rows}) == 1
     print()
     print(report(rows, configs, runs, size, load))
     (CACHE / "results").mkdir(parents=True, exist_ok=True)
