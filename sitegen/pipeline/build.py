@@ -1,15 +1,15 @@
 """The build, as a list of stages over one :class:`~sitegen.pipeline.plan.Plan`:
 scan and plan -> reuse unchanged runs -> read and draw changed runs -> compare with the live
-build -> index and comparison pages -> trend pages -> what's new -> report and manifest -> switch
-the site live."""
+build -> comparison pages (on the executor) while the index, the trend pages and what's new are
+drawn here -> report and manifest -> switch the site live."""
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from sitegen.cache import keys as cache_keys
 from sitegen.config import Config
@@ -22,14 +22,16 @@ from sitegen.pages.trends import trend_files
 from sitegen.pipeline.executors import Dask, Executor, LocalPool, Serial
 from sitegen.pipeline.jobs import (
     GroupJob,
+    GroupResult,
     Output,
     RunJob,
     draw_group,
     group_key,
-    keep_run,
+    page_names,
     process_run,
     reuse_run,
     run_inputs,
+    write_run,
 )
 from sitegen.pipeline.locks import held
 from sitegen.pipeline.plan import Plan, make_plan
@@ -107,11 +109,13 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         draw_runs(plan, stage, executor)
         news = compare_with_live(plan)
         step("drawing the index and comparisons", 3, 4)
-        page_keys = draw_pages(plan, stage, executor, news)
-        trend_keys = draw_trends(plan, stage, news)
-        write_changes(plan, stage, news)
+        pages = send_pages(plan, stage, executor)  # the comparison pages go to the workers,
+        write_index(plan, stage, news)  # and this process meanwhile draws the index,
+        trend_keys = draw_trends(plan, stage, news)  # the trend pages
+        write_changes(plan, stage, news)  # and what's new
+        take_pages(stage, pages)
         step("publishing", 4, 4)
-        problems = write_report_and_manifest(plan, stage, {**page_keys, **trend_keys})
+        problems = write_report_and_manifest(plan, stage, {**pages.keys, **trend_keys})
         stage.commit()
     local.push()
     return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news)
@@ -147,8 +151,9 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
         for k, (i, result) in enumerate(zip(todo, runner.map(process_run, jobs))):
             if result.written is not None:
                 stage.adopt(result.written)
-            else:  # a Dask worker drew it: this process writes it
-                result = keep_run(result, stage, plan.store, plan.keys[i])
+            else:  # a Dask worker drew it (and kept its summary): this process writes it
+                write_run(result, stage)
+                result = replace(result, files={})
             plan.results[i] = result
             ahead.done(k)
     finally:
@@ -212,21 +217,31 @@ def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
     stage.write("feed.xml", changes_page.feed(news, title=plan.config.title, base_url=plan.config.base_url))
 
 
-def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None = None) -> dict[str, str]:
-    """The comparison pages (each linked from the live build when its runs' inputs did not
-    change, else drawn, on the executor) and the index, drawn here meanwhile. Returns the
-    pages' input keys, for the manifest."""
+@dataclass(eq=False)
+class Pages:
+    """Comparison pages on their way: the jobs sent, their results as they come, and every
+    page's input key (for the manifest)."""
+
+    keys: dict[str, str]
+    jobs: list[GroupJob]
+    results: Iterator[GroupResult]
+
+
+def send_pages(plan: Plan, stage: Staging, executor: Executor) -> Pages:
+    """Link each comparison page from the live build when its runs' inputs did not change, and
+    send the others to the executor (see :func:`take_pages`)."""
     done = plan.done()
     run_keys = plan.run_keys()
     held = {r.run.slug: run_keys[r.run.slug] for r in done if r.stored}  # runs whose points are in the cache
     hp_of = {r.run.slug: r.hparams for r in done}
-    groups = compare.groups([r.run for r in done])
+    remote = isinstance(executor, Dask)  # (its workers may not see this build's folder)
     page_keys: dict[str, str] = {}
     jobs = []
-    for g in groups:
+    for g in compare.groups([r.run for r in done]):
         key = page_keys["compare/" + g.slug] = group_key(g, run_keys, plan.config)
         if plan.previous.get("compare/" + g.slug) == key and _link_page(stage, g.slug):
             continue
+        old = stage.old_under(f"compare/{g.slug}/")
         jobs.append(
             GroupJob(
                 g,
@@ -235,20 +250,45 @@ def draw_pages(plan: Plan, stage: Staging, executor: Executor, news: dict | None
                 plan.assets.urls,
                 plan.store.root,
                 {r.slug: held[r.slug] for r in g.runs if r.slug in held},
-                Output(stage.root, stage.previous, stage.old_under(f"compare/{g.slug}/")),
+                None if remote else Output(stage.root, stage.previous, old),
+                frozenset(old) if remote else frozenset(),
             )
         )
-    # (on this machine only: each page's worker writes it into this build's folder)
-    drawn = _runner(executor if isinstance(executor, LocalPool) else Serial(), plan, len(jobs)).map(draw_group, jobs)
+    return Pages(page_keys, jobs, _runner(executor, plan, len(jobs)).map(draw_group, jobs))
+
+
+def write_index(plan: Plan, stage: Staging, news: dict | None) -> None:
+    """The index: every run, group and problem (needs them all, so it is drawn here)."""
+    done = plan.done()
+    runs = [r.run for r in done]
     writing = {r.run.name for r in done if any(still_writing(p) for p in r.problems)}
-    live = running([r.run for r in done], writing, plan.source_date_epoch)
-    for rel, data in index_files(
-        [r.run for r in done], [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live
-    ).items():
+    live = running(runs, writing, plan.source_date_epoch)
+    groups = compare.groups(runs)
+    for rel, data in index_files(runs, [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live).items():
         stage.write(rel, data)
-    for hashes in drawn:
-        stage.adopt(hashes)
-    return page_keys
+
+
+def take_pages(stage: Staging, pages: Pages) -> None:
+    """The comparison pages from the executor, in order, into this build."""
+    for job, result in zip(pages.jobs, pages.results):
+        _take_page(stage, job, result)
+
+
+def _take_page(stage: Staging, job: GroupJob, result: GroupResult) -> None:
+    """A comparison page a worker drew: adopted when it wrote it, else written here with the
+    live build's pieces it reused linked; when the live build lost one of those meanwhile, the
+    page is drawn again here (the piece then drawn, as a local build would)."""
+    if result.written is not None:
+        stage.adopt(result.written)
+        return
+    if stage.link_many(result.linked):
+        stage.unlink(result.linked)
+        old = stage.old_under(f"compare/{job.group.slug}/")
+        again = draw_group(replace(job, out=Output(stage.root, stage.previous, old), live=frozenset()))
+        stage.adopt(again.written or {})
+        return
+    for rel in page_names(result.files):
+        stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
 
 
 def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, str]) -> list[Problem]:

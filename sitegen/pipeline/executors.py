@@ -133,7 +133,8 @@ class Dask:
             nworkers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
         except TypeError:  # older distributed: no n_workers argument
             nworkers = max(1, len(client.scheduler_info()["workers"]))
-        size = max(1, min(self.CHUNK_MAX, -(-len(items) // (nworkers * 4))))
+        # eight chunks a worker at least, as LocalPool: a few heavy items (pages) spread evenly
+        size = max(1, min(self.CHUNK_MAX, -(-len(items) // (nworkers * 8))))
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
         log.info("dask: %d items in %d chunks on %d workers", len(items), len(chunks), nworkers)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from sitegen.cache import keys as cache_keys
 from sitegen.cache import summary
@@ -105,26 +106,30 @@ def draw_run(job: RunJob) -> RunResult:
 
 
 def process_run(job: RunJob) -> RunResult:
-    """:func:`draw_run`; with ``job.out``, also write the page and keep the summary (in the worker)."""
-    result = draw_run(job)
+    """:func:`draw_run` and keep the run's summary in the cache (in the worker); with
+    ``job.out``, also write the page, else the result carries its files for the caller to write."""
+    result = keep_summary(draw_run(job), Store(job.cache), job.key)
     if job.out is None:
         return result
     writer = job.out.writer()
-    return replace(keep_run(result, writer, Store(job.cache), job.key), written=writer.hashes)
+    write_run(result, writer)
+    return replace(result, files={}, written=writer.hashes)
 
 
-def keep_run(result: RunResult, writer: Writer, store: Store, key: str) -> RunResult:
-    """Write a drawn run's files and keep its summary under ``key``; the result without its
-    files, and without its lines' points when the cache has them (memory then does not grow with
-    the archive: the comparison pages read them back one run at a time)."""
-    pages = page_names(result.files)
-    for rel in pages:
+def keep_summary(result: RunResult, store: Store, key: str) -> RunResult:
+    """Keep a drawn run's summary under ``key``; the result without its lines' points when the
+    cache has them (memory then does not grow with the archive, and a cluster's worker sends
+    less: the comparison pages read them back one run at a time)."""
+    doc = summary.to_doc(result.run, result.hparams, page_names(result.files), result.problems, result.sources, result.digests)
+    if store.put_summary(key, *doc) is None:
+        return result
+    return replace(result, run=summary.without_points(result.run), stored=True)
+
+
+def write_run(result: RunResult, writer: Writer) -> None:
+    """Write a drawn run's files (their ``.gz`` twins made by the worker)."""
+    for rel in page_names(result.files):
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
-    kept = (
-        store.put_summary(key, *summary.to_doc(result.run, result.hparams, pages, result.problems, result.sources, result.digests))
-        is not None
-    )
-    return replace(result, files={}, run=summary.without_points(result.run) if kept else result.run, stored=kept)
 
 
 def reuse_run(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
@@ -195,7 +200,9 @@ def run_inputs(job: RunJob, store: Store) -> list[str]:
 
 @dataclass(eq=False, repr=False)
 class GroupJob:
-    """One comparison page, drawn and written by a worker or by the build itself."""
+    """One comparison page, drawn by a worker or by the build itself. With ``out`` the worker
+    writes it into the build's folder; without (a cluster's worker, which may not see that
+    folder) it returns the files and the names of the live build's pieces to link."""
 
     group: compare.Group  # its runs: summaries; the points of those in ``keys`` are in the cache
     hps: list[dict[str, HParamValue]]  # of group.runs
@@ -203,20 +210,44 @@ class GroupJob:
     urls: dict[str, str]
     cache: Path | None
     keys: dict[str, str]  # slug -> the key its summary is kept under
-    out: Output
+    out: Output | None
+    live: frozenset[str] = frozenset()  # without ``out``: the live build's files in the page's folder
 
 
-def draw_group(job: GroupJob) -> dict[str, tuple[str, int]]:
-    """Draw and write one comparison page, its unchanged pieces linked from the live build;
-    returns what it wrote: ``{path: (sha256, size)}``."""
+@dataclass(eq=False, repr=False)
+class GroupResult:
+    written: dict[str, tuple[str, int]] | None = None  # with ``out``: what the worker wrote (sha256, size)
+    files: dict[str, bytes] = field(default_factory=dict)  # else: the page's new files and their twins
+    linked: list[str] = field(default_factory=list)  # ... and the pieces to link from the live build
+
+
+def draw_group(job: GroupJob) -> GroupResult:
+    """Draw one comparison page, reusing the pieces of the live build's page whose runs did
+    not change: written and linked here with ``job.out``, else returned to the caller."""
     store = Store(job.cache)
+    if job.out is None:
+        linked: list[str] = []
+
+        def link(rel: str) -> bool:  # (the caller links it; if that fails it draws the page itself)
+            linked.append(rel)
+            return True
+
+        files = compare_files(
+            job.group,
+            job.hps,
+            job.config,
+            Assets({}, job.urls),
+            stored_points(store, job.keys),
+            kept_pieces(store, job.keys, job.live.__contains__, link),
+        )
+        files.update({rel + ".gz": gzip_twin(data) for rel, data in list(files.items()) if needs_twin(rel, data)})
+        return GroupResult(files=files, linked=linked)
     writer = job.out.writer()
-    files = compare_files(
-        job.group, job.hps, job.config, Assets({}, job.urls), stored_points(store, job.keys), kept_pieces(store, job.keys, writer)
-    )
+    kept = kept_pieces(store, job.keys, writer.old.__contains__, writer.link_previous)
+    files = compare_files(job.group, job.hps, job.config, Assets({}, job.urls), stored_points(store, job.keys), kept)
     for rel in page_names(files):
         writer.write(rel, files[rel])
-    return writer.hashes
+    return GroupResult(written=writer.hashes)
 
 
 def group_key(group: compare.Group, run_keys: dict[str, str], config: Config) -> str:
@@ -239,12 +270,10 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
     return points
 
 
-def kept_pieces(store: Store, keys: dict[str, str], writer: Writer) -> compare.Kept | None:
+def kept_pieces(store: Store, keys: dict[str, str], have: Callable[[str], bool], link: Callable[[str], bool]) -> compare.Kept | None:
     """The pieces of comparison pages the last build kept, for the runs in ``keys`` (whose
-    points are in the cache too): their heads in the cache, their files in the live build,
-    linked by ``writer`` into this one."""
+    points are in the cache too): their heads in the cache, their files in the live build
+    (``have(rel)``), linked into this one by ``link(rel)``."""
     if store.root is None:
         return None
-    return compare.Kept(
-        keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, writer.old.__contains__, writer.link_previous
-    )
+    return compare.Kept(keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, have, link)

@@ -305,7 +305,7 @@ class Counts:
 
         monkeypatch.setattr(Store, "read_file", counting_read)
         monkeypatch.setattr(J, "draw_run", counting_run)  # (process_run looks it up in jobs)
-        monkeypatch.setattr(B, "draw_group", counting_group)  # (draw_pages looks it up in build)
+        monkeypatch.setattr(B, "draw_group", counting_group)  # (send_pages looks it up in build)
         monkeypatch.setattr(B, "trend_files", lambda key, *a, **kw: self.trends.append("/".join(key)) or trend_files(key, *a, **kw))
 
     def clear(self) -> None:
