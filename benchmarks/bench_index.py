@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--code", type=Path, default=ROOT, help="the sitegen checkout to build with")
     ap.add_argument("--site", default="site", help="the site folder's name inside the work folder")
     ap.add_argument("--no-build", action="store_true", help="measure the site already built there")
+    ap.add_argument("--index-only", action="store_true",
+                    help="draw only the index (and the assets) of N runs made in memory: no archive, no run or comparison pages")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(args.code.resolve()))  # (its sitegen first)
@@ -61,11 +63,13 @@ def main() -> None:
     archive, site = work / "archive", work / args.site
     out: dict = {"runs": args.runs, "code": str(args.code)}
     try:
-        if not archive.exists():
+        if args.index_only and not args.no_build:
+            out["index_s"] = draw_index_only(site, args.runs)
+        elif not archive.exists():
             t = time.perf_counter()
             write_archive(archive, args.runs, steps=args.steps, projects=10, models=10)
             print(f"generate {args.runs} runs: {time.perf_counter() - t:.1f} s")
-        if not args.no_build:
+        if not args.no_build and not args.index_only:
             from sitegen.config import Config
             from sitegen.pipeline.build import BuildOptions, build
 
@@ -90,6 +94,42 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def draw_index_only(site: Path, n: int) -> float:
+    """The index of ``n`` runs as ``write_archive`` names them (10 projects x 10 models, two tags,
+    a config each), drawn from runs made in memory with the code under test; its time."""
+    import random
+    from types import SimpleNamespace as NS
+
+    from sitegen.config import Config
+    from sitegen.model import slug
+    from sitegen.pages import compare
+    from sitegen.pages.assets import assets
+    from sitegen.pages.index import index_files
+
+    shutil.rmtree(site, ignore_errors=True)
+    rnd = random.Random(0)
+    runs, hps = [], []
+    for i in range(n):
+        p, m = i % 10, (i // 10) % 10
+        name = f"project{p}/model{m}/run{i:05d}"
+        lines = [NS(tag=t, label="", series=NS(stats=NS(last_value=rnd.random()))) for t in ("train/loss", "eval/accuracy")]
+        start = 1.7e9 + i * 1000.0
+        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
+                       end_time=start + 9.5, last_step=19))
+        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
+    runs.sort(key=lambda r: r.name)  # (the order a build lists them in)
+    hps = [hps[int(r.name[-5:])] for r in runs]
+    a = assets("en")
+    t = time.perf_counter()
+    files = index_files(runs, hps, compare.groups(runs), Config(title="bench"), a, [])
+    took = time.perf_counter() - t
+    for rel, data in {**a.files, **files}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    print(f"drew the index of {n} runs (in memory, no archive): {took:.1f} s")
+    return round(took, 2)
 
 
 def _settle(page) -> None:
@@ -165,6 +205,11 @@ def measure(site: Path, runs: int, out: dict) -> None:
             print(f"group filter project9/model9: {out['group_s']:.3f} s, {rows} rows, {out['group_shards']} of "
                   f"{len(list((site / 'index').glob('*.js')))} shards loaded")
             gpage.close()
+        if not (site / "compare" / "all" / "index.html").exists():  # (--index-only)
+            out["errors"] = errors
+            print(f"page errors: {errors or 'none'}")
+            browser.close()
+            return
         t = time.perf_counter()
         page.goto((site / "compare" / "all" / "index.html").as_uri())
         page.wait_for_selector(".chart.overlay svg g.smooth_marks path", state="attached", timeout=120_000)
