@@ -235,3 +235,23 @@ def test_boundaries_move_only_beside_a_change():
     shift = lambda s, at, d: {(x + d if x > at else x, y + d if y > at else y) for x, y in s}  # noqa: E731
     assert len(spans(a, 2000) ^ shift(spans(b, 2001), 1000, -1)) <= 6  # the shard with the new run (and a neighbour)
     assert len(spans(a, 2000) ^ shift(spans(c, 1999), 499, 1)) <= 6
+
+
+def test_the_head_stays_small_at_100000_runs():
+    """The floor of issue 26: the first file the index loads is at most 500 KB at 100,000 runs
+    (10 projects x 10 models; the head holds no row, only the group tree and the shard list)."""
+    from sitegen.model import slug
+    from sitegen.pages import indexdata
+
+    rows = []
+    for i in range(100_000):
+        name = f"project{i % 10}/model{(i // 10) % 10}/run{i:05d}"
+        run = SimpleNamespace(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=[], start_time=1.7e9 + i,
+                              end_time=1.7e9 + i + 60, last_step=19)
+        rows.append(indexdata.IndexRow(run, {"lr": 0.1, "seed": i}, [0.5, 0.25], "--"))
+    rows.sort(key=lambda r: r.run.name)
+    files = indexdata.index_data(rows, {"depth": 2})
+    head = files["index-data.js"]
+    assert len(head) <= 500_000 and len(files) - 1 >= 100_000 // indexdata.SHARD_RUNS // 2
+    assert sum(len(d) for d in files.values()) > 50 * len(head)  # (the rows are in the shards)
+    assert max(len(d) for rel, d in files.items() if rel != "index-data.js") <= 500_000  # (each shard too)
