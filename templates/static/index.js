@@ -240,6 +240,8 @@
         render();
       });
     });
+    // the search needs every row of the view: start loading them as soon as the box has focus
+    input.addEventListener("focus", function () { store.load(state.only ? data.tree[state.only][1] : store.all()); });
     input.addEventListener("input", function () {
       var q = input.value.trim().toLowerCase();
       state.words = q ? q.split(/\s+/) : [];

@@ -112,6 +112,12 @@ def test_first_rows_then_shards_on_scroll_search_and_group(page, shard_sites, la
     # a run that only the last shard holds: found by a search, which loads every shard
     last = index_shard(site, head["shards"][-1][0])["rows"][-1]
     assert head["shards"][-1][0] not in loaded
+    page.focus("#run-filter")  # the search box's focus starts loading every shard, before a key is typed
+    for _ in range(100):
+        if set(_shard_requests(page)) == {name for name, _ in head["shards"]}:
+            break
+        page.wait_for_timeout(100)
+    assert set(_shard_requests(page)) == {name for name, _ in head["shards"]}
     page.fill("#run-filter", last[2])
     assert _names(page) == [last[2]]
     assert set(_shard_requests(page)) == {name for name, _ in head["shards"]}
@@ -137,6 +143,8 @@ def test_a_group_loads_only_its_shards(page, shard_sites):
     # sorting within the group keeps to its shards
     page.click("#runs thead th[data-col='m0'] button")
     assert sorted(_names(page)) == sorted(want[:PAGE]) or len(want) > PAGE
+    page.focus("#run-filter")  # (the search box's focus: the group's shards only)
+    page.wait_for_timeout(300)
     assert set(_shard_requests(page)) == {head["shards"][k][0] for k in head["tree"][key][1]}
     # the filter control: back to all runs, then a project
     assert page.input_value("#group-filter") == key
