@@ -3,36 +3,45 @@
 
 Generates an archive of N small runs (TensorBoard event files written directly: TFRecord framing
 + minimal Event protobufs, ~2 tags x 20 steps and a JSON config text each), builds the site, then
-opens ``index.html`` over file:// in headless Chromium and reports:
+opens ``index.html`` over file:// in headless Chromium (/usr/bin/chromium) and reports:
 
-- build time, sizes of index.html / index-data.js / the largest comparison page;
-- time to open the index (navigation start -> table ready, i.e. index-data.js parsed and the
-  page script initialised), and the latency of a search, a sort and a page flip;
+- build time; sizes of index.html, of the index's first data file (index-data.js: the whole
+  index before issue 26, its head since) and of its shards (index/*.js);
+- first rows visible (first contentful paint: the first page of rows is in the HTML) and the
+  page ready for input (the page script initialised), with the bytes loaded until then, over
+  three opens (min / median / max);
+- a search for a run that only a late shard holds (shards loaded on demand, as a user waits),
+  then searches once every shard is there (the time the page itself takes, min / median / max);
+- a group filter (a model: the shards it loads), two sorts, a page flip;
 - time to open the whole-archive comparison page until its first chart is drawn.
 
-Usage: python benchmarks/bench_index.py [--runs 10000] [--steps 20] [--keep DIR]
+``--code DIR`` builds with the sitegen of another checkout (e.g. main's, side by side);
+``--keep DIR`` works in DIR and keeps it (the archive is generated once and reused).
+
+Usage: python benchmarks/bench_index.py [--runs 10000] [--steps 20] [--keep DIR] [--code DIR]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-
-from tests.support.eventgen import write_archive  # noqa: E402
-
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f} MB"
+    return f"{n / 1e6:.3f} MB"
+
+
+def _spread(xs: list[float], unit: str = "s", digits: int = 3) -> str:
+    return f"{min(xs):.{digits}f} / {statistics.median(xs):.{digits}f} / {max(xs):.{digits}f} {unit}"
 
 
 def main() -> None:
@@ -40,74 +49,173 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the sitegen checkout to build with")
+    ap.add_argument("--site", default="site", help="the site folder's name inside the work folder")
+    ap.add_argument("--no-build", action="store_true", help="measure the site already built there")
+    ap.add_argument("--index-only", action="store_true",
+                    help="draw only the index (and the assets) of N runs made in memory: no archive, no run or comparison pages")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(args.code.resolve()))  # (its sitegen first)
+    from tests.support.eventgen import write_archive
+
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-index-"))
-    archive, site = work / "archive", work / "site"
+    archive, site = work / "archive", work / args.site
+    out: dict = {"runs": args.runs, "code": str(args.code)}
     try:
-        if not archive.exists():
+        if args.index_only and not args.no_build:
+            out["index_s"] = draw_index_only(site, args.runs)
+        elif not archive.exists():
             t = time.perf_counter()
             write_archive(archive, args.runs, steps=args.steps, projects=10, models=10)
             print(f"generate {args.runs} runs: {time.perf_counter() - t:.1f} s")
-        from sitegen.pipeline.build import BuildOptions, build
-        from sitegen.config import Config
+        if not args.no_build and not args.index_only:
+            from sitegen.config import Config
+            from sitegen.pipeline.build import BuildOptions, build
 
-        t = time.perf_counter()
-        build(archive, site, BuildOptions(config=Config(title="bench"), use_cache=False))
-        print(f"build: {time.perf_counter() - t:.1f} s")
+            import sitegen
+
+            print(f"building with {Path(sitegen.__file__).parent}")
+            t = time.perf_counter()
+            build(archive, site, BuildOptions(config=Config(title="bench"), use_cache=False, source_date_epoch=1_700_000_000))
+            out["build_s"] = round(time.perf_counter() - t, 1)
+            print(f"build: {out['build_s']} s")
         site = site.resolve()
-        index_html = (site / "index.html").stat().st_size
-        index_js = (site / "index-data.js").stat().st_size
-        compare_js = max(p.stat().st_size for p in (site / "compare").glob("*/index.html"))
-        print(f"index.html: {_mb(index_html)}; index-data.js: {_mb(index_js)}; largest comparison page: {_mb(compare_js)}")
-        measure(site, args.runs)
+        shards = sorted((site / "index").glob("*.js"))
+        out["index_html"] = (site / "index.html").stat().st_size
+        out["first_data"] = (site / "index-data.js").stat().st_size
+        out["shards"] = len(shards)
+        out["shard_bytes"] = sum(p.stat().st_size for p in shards)
+        out["largest_shard"] = max((p.stat().st_size for p in shards), default=0)
+        print(f"index.html: {_mb(out['index_html'])}; index-data.js (first data file): {_mb(out['first_data'])}; "
+              f"{len(shards)} shards, {_mb(out['shard_bytes'])} in all, largest {_mb(out['largest_shard'])}")
+        measure(site, args.runs, out)
+        print("RESULT " + json.dumps(out))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def measure(site: Path, runs: int) -> None:
+def draw_index_only(site: Path, n: int) -> float:
+    """The index of ``n`` runs as ``write_archive`` names them (10 projects x 10 models, two tags,
+    a config each), drawn from runs made in memory with the code under test; its time."""
+    import random
+    from types import SimpleNamespace as NS
+
+    from sitegen.config import Config
+    from sitegen.model import slug
+    from sitegen.pages import compare
+    from sitegen.pages.assets import assets
+    from sitegen.pages.index import index_files
+
+    shutil.rmtree(site, ignore_errors=True)
+    rnd = random.Random(0)
+    runs, hps = [], []
+    for i in range(n):
+        p, m = i % 10, (i // 10) % 10
+        name = f"project{p}/model{m}/run{i:05d}"
+        lines = [NS(tag=t, label="", series=NS(stats=NS(last_value=rnd.random()))) for t in ("train/loss", "eval/accuracy")]
+        start = 1.7e9 + i * 1000.0
+        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
+                       end_time=start + 9.5, last_step=19))
+        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
+    runs.sort(key=lambda r: r.name)  # (the order a build lists them in)
+    hps = [hps[int(r.name[-5:])] for r in runs]
+    a = assets("en")
+    t = time.perf_counter()
+    files = index_files(runs, hps, compare.groups(runs), Config(title="bench"), a, [])
+    took = time.perf_counter() - t
+    for rel, data in {**a.files, **files}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    print(f"drew the index of {n} runs (in memory, no archive): {took:.1f} s")
+    return round(took, 2)
+
+
+def _settle(page) -> None:
+    page.wait_for_selector("#runs:not([aria-busy])", state="attached", timeout=120_000)
+
+
+def measure(site: Path, runs: int, out: dict) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        opens = []
-        for _ in range(3):
-            t = time.perf_counter()
+        fcp, ready, loaded = [], [], []
+        for _ in range(3):  # a new page each time: nothing cached in the page
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
             page.goto((site / "index.html").as_uri())
-            page.wait_for_selector("#runs[data-ready]", state="attached", timeout=30000)
-            wall = time.perf_counter() - t
-            nav = page.evaluate("() => performance.now()")
-            opens.append((wall, nav))
-        best = min(opens)
-        print(f"open index ({runs} runs): {best[0]:.2f} s wall (page clock {best[1] / 1000:.2f} s); all tries: "
-              + ", ".join(f"{w:.2f}" for w, _ in opens))
-        rows = page.locator("#runs tbody tr").count()
+            page.wait_for_selector("#runs[data-ready]", state="attached", timeout=120_000)
+            got = page.evaluate("""() => [performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN,
+                                         performance.now()]""")
+            fcp.append(got[0] / 1000)
+            ready.append(got[1] / 1000)
+            local = [Path(u[len("file://"):]) for u in requests if u.startswith("file://")]
+            loaded.append(sum(q.stat().st_size for q in local if q.is_file()))
+            if _ != 2:
+                page.close()
+        out.update(fcp=fcp, ready=ready, bytes_to_ready=loaded)
+        print(f"first rows visible (first contentful paint), {runs} runs: {_spread(fcp)} (min/median/max of 3)")
+        print(f"ready for input: {_spread(ready)}; bytes loaded until then: {_mb(max(loaded))}")
+        requests.clear()
+        target = f"run{runs - 1:05d}"  # the last run: in a late shard (project 9, the last in name order)
         t = time.perf_counter()
-        page.fill("#run-filter", "run00999")
-        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 1", timeout=30000)
-        print(f"search (first, builds the search text): {time.perf_counter() - t:.3f} s; rows on first page: {rows}")
-        t = time.perf_counter()
-        page.fill("#run-filter", "lr=0.001")
-        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length > 1", timeout=30000)
-        print(f"search (again): {time.perf_counter() - t:.3f} s")
+        page.fill("#run-filter", target)
+        _settle(page)
+        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 1", timeout=120_000)
+        out["search_cold_s"] = round(time.perf_counter() - t, 3)
+        out["search_cold_shards"] = sum(1 for u in requests if "/index/" in u)
+        print(f"search for {target} (loads the shards it needs): {out['search_cold_s']:.3f} s, {out['search_cold_shards']} shards loaded")
+        warm = []
+        for q in ("lr=0.001", "model3 run0", "eval/accuracy", "run00042", "project7/model2"):
+            warm.append(page.evaluate("""(q) => { const i = document.getElementById('run-filter'); const t0 = performance.now();
+                i.value = q; i.dispatchEvent(new Event('input')); document.body.offsetHeight;
+                return (performance.now() - t0) / 1000; }""", q))
+        out["search_warm"] = warm
+        print(f"search once the shards are loaded (5 queries, in-page time to rows drawn): {_spread(warm)}")
         page.fill("#run-filter", "")
+        _settle(page)
         t = time.perf_counter()
         page.click("#runs thead th[data-col='last'] button")
-        page.wait_for_selector("#runs thead th[aria-sort]")
+        _settle(page)
         page.click("#runs thead th[data-col='m0'] button")
-        page.wait_for_selector("#runs thead th[data-col='m0'][aria-sort]")
-        print(f"two sorts over {runs} runs: {time.perf_counter() - t:.3f} s")
+        _settle(page)
+        out["two_sorts_s"] = round(time.perf_counter() - t, 3)
+        print(f"two sorts over {runs} runs: {out['two_sorts_s']:.3f} s")
         t = time.perf_counter()
         page.click("#page-next")
         page.wait_for_function("document.getElementById('page-info').textContent.indexOf('2') !== -1")
         print(f"next page: {time.perf_counter() - t:.3f} s")
+        if page.locator("#group-filter").count():  # since issue 26: a model's runs alone
+            gpage = browser.new_page(viewport={"width": 1400, "height": 1000})
+            requests = []
+            gpage.on("request", lambda r: requests.append(r.url))
+            gpage.goto((site / "index.html").as_uri())
+            gpage.wait_for_selector("#runs[data-ready]", state="attached")
+            t = time.perf_counter()
+            gpage.select_option("#group-filter", "project9/model9")
+            _settle(gpage)
+            out["group_s"] = round(time.perf_counter() - t, 3)
+            out["group_shards"] = sum(1 for u in requests if "/index/" in u)
+            rows = gpage.locator("#runs tbody tr").count()
+            print(f"group filter project9/model9: {out['group_s']:.3f} s, {rows} rows, {out['group_shards']} of "
+                  f"{len(list((site / 'index').glob('*.js')))} shards loaded")
+            gpage.close()
+        if not (site / "compare" / "all" / "index.html").exists():  # (--index-only)
+            out["errors"] = errors
+            print(f"page errors: {errors or 'none'}")
+            browser.close()
+            return
         t = time.perf_counter()
         page.goto((site / "compare" / "all" / "index.html").as_uri())
-        page.wait_for_selector(".chart.overlay svg g.smooth_marks path", state="attached", timeout=60000)
-        print(f"open whole-archive comparison, first chart drawn: {time.perf_counter() - t:.2f} s")
+        page.wait_for_selector(".chart.overlay svg g.smooth_marks path", state="attached", timeout=120_000)
+        out["compare_all_s"] = round(time.perf_counter() - t, 2)
+        print(f"open whole-archive comparison, first chart drawn: {out['compare_all_s']:.2f} s")
+        out["errors"] = errors
         print(f"page errors: {errors or 'none'}")
         browser.close()
 

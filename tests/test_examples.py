@@ -25,6 +25,7 @@ from sitegen.config import Config
 from sitegen.model import slug as slugify
 from sitegen.pipeline.build import BuildOptions, build
 from tests.support import EXAMPLE, ROOT
+from tests.support.sites import index_data
 
 VISUALDL_RUN = "paddle/ernie-tiny/2024-06-20_09-00-00"
 MLFLOW_STORE = "mlflow/mlruns"
@@ -93,8 +94,7 @@ def test_mixed_archive_builds_without_problems(site):
 
 def test_index_lists_a_run_of_each_format(site, runs):
     out, _ = site
-    text = (out / "index-data.js").read_text("utf-8")
-    data = json.loads(text[text.index("=") + 1 : text.rindex(";")])
+    data = index_data(out)
     listed = {row[0] for row in data["runs"]}
     page = (out / "index.html").read_text("utf-8")
     by_format: dict[str, list[str]] = {}

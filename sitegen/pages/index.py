@@ -1,27 +1,26 @@
 """The index page: every run in a table grouped by project and model, a server-rendered first
-page and ``index-data.js`` with every row for the page script (search, sort, filter, paging)."""
+page, and the data the page script searches, sorts, filters and pages: a small head
+(``index-data.js``) and the rows in shards loaded on demand (:mod:`sitegen.pages.indexdata`)."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.model import HParamValue, SiteRun, lower_is_better, text_value
 from sitegen.pages import changes as changes_page
-from sitegen.pages import compare, hpnames
+from sitegen.pages import compare, hpnames, indexdata
 from sitegen.pages.assets import Assets
-from sitegen.pages.charts import Plain
 from sitegen.pages.environment import (
     RESOURCE_PREFIXES,
     common_context,
     fmt_duration,
     fmt_time,
     fmt_value,
-    js_data,
     page_context,
 )
 
@@ -105,7 +104,7 @@ def index_files(
     changes: dict | None = None,
     live: set[str] | None = None,
 ) -> dict[str, bytes]:
-    """The experiment browser (``index.html`` and ``index-data.js``), with the "What's new"
+    """The experiment browser (``index.html``, ``index-data.js`` and ``index/*.js``), with the "What's new"
     panel of ``changes`` (``changes.json``), a badge on the runs it added and on the runs of
     ``live`` (shown as running: :func:`running`)."""
     env, _ = page_context(config.language)
@@ -113,50 +112,30 @@ def index_files(
 
 
 def _index(env, runs, hps, groups, config, assets, common, problems, changes=None, live=frozenset()) -> dict[str, bytes]:
-    """The experiment browser: a server-rendered first page and ``index-data.js`` for the rest."""
+    """The experiment browser: a server-rendered first page, the data head and its shards for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
     varying = [c for c in hpnames.columns(hps) if len({text_value(c.value(h)) if c.has(h) else None for h in hps}) > 1][:MAX_INDEX_HPARAMS]
-    tag_ids: dict[str, int] = {}
-    key_ids: dict[str, int] = {}
     lasts = [last_values(r) for r in runs]
     best = best_marks(runs, lasts, metrics)
-    data_rows = Plain()  # (no binary column in them: json_text need not look inside)
-    for _i, (r, hp, lv) in enumerate(zip(runs, hps, lasts)):
-        dur = (r.end_time - r.start_time) if r.start_time is not None and r.end_time is not None else None
-        tags = sorted({ln.tag for ln in r.lines}, key=str)
-        data_rows.append(
-            [
-                r.slug,
-                list(r.parts[:-1]) + [""] * (depth - len(r.parts) + 1),
-                r.title if r.title != r.name else r.parts[-1],
-                _num(r.start_time),
-                fmt_time(r.start_time),
-                _num(dur),
-                fmt_duration(dur),
-                r.last_step,
-                [_num(lv.get(m)) for m in metrics],
-                [tag_ids.setdefault(t, len(tag_ids)) for t in tags],
-                {str(key_ids.setdefault(k, len(key_ids))): _hp(v) for k, v in sorted(hp.items())},
-            ]
-        )
     group_links = {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}
     added = {c["name"] for c in changes["changes"]["added"]} if changes else set()
-    data = {
+    head = {
         "depth": depth,
         "metrics": metrics,
         "lower": [lower_is_better(m) for m in metrics],
-        "best": [{str(i): level for i, level in sorted(b.items())} for b in best],
-        "hcols": [[key_ids[k] for k in c.keys if k in key_ids] for c in varying],
-        "tags": list(tag_ids),
-        "hkeys": list(key_ids),
+        "hcols": [list(c.keys) for c in varying],
         "groups": group_links,
         "pageRows": PAGE_ROWS,
-        "runs": data_rows,
-        "fresh": [i for i, r in enumerate(runs) if r.name in added],
-        "running": [i for i, r in enumerate(runs) if r.name in live],
+        # the runs new since the live build: all of them after a first build (said in one word)
+        "fresh": "all" if runs and len(added) >= len(runs) else sorted(r.slug for r in runs if r.name in added),
+        "running": sorted(r.slug for r in runs if r.name in live),
         "all": "compare/all/index.html",
     }
+    index_rows = [
+        indexdata.IndexRow(r, hp, [lv.get(m) for m in metrics], "".join(b.get(i, "-") for b in best))
+        for i, (r, hp, lv) in enumerate(zip(runs, hps, lasts))
+    ]
     rows = [
         {
             "run": r,
@@ -187,7 +166,7 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
         page_rows=PAGE_ROWS,
         news=changes_page.panel(changes),
     )
-    return {"index.html": page.encode("utf-8"), "index-data.js": js_data("SITEGEN_INDEX", data)}
+    return {"index.html": page.encode("utf-8"), **indexdata.index_data(index_rows, head)}
 
 
 def _index_rows(
@@ -227,15 +206,3 @@ def _index_rows(
         cells.append("</tr>\n")
         out.append("".join(cells))
     return Markup("".join(out))
-
-
-def _num(v: Any) -> Any:
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _hp(v: HParamValue) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else text_value(v)
-    return v

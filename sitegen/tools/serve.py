@@ -42,9 +42,13 @@ TYPES = {
 
 
 def cache_control(rel: str) -> str:
-    """Content-hashed files (``assets/``, ``runs/*/media/``) forever; pages and data revalidate."""
+    """Content-hashed files (``assets/``, ``runs/*/media/``, the index's shards ``index/*.js``) forever; pages and data revalidate."""
     parts = rel.split("/")
-    if parts[0] == "assets" or (len(parts) == 4 and parts[0] == "runs" and parts[2] == "media"):
+    if (
+        parts[0] == "assets"
+        or (len(parts) == 4 and parts[0] == "runs" and parts[2] == "media")
+        or (len(parts) == 2 and parts[0] == "index")
+    ):
         return CACHE_IMMUTABLE
     return CACHE_REVALIDATE
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from sitegen.model import slug
 from tests.support.cli import run_sitegen
 from tests.support.eventgen import write_run
-from tests.support.sites import build_site, site_files
+from tests.support.sites import build_site, index_text, site_files
 
 
 def _run_pages(out: Path) -> list[str]:
@@ -39,7 +39,7 @@ def test_names_that_are_not_utf8(tmp_path: Path):
     got = run_sitegen("build", archive, "--out", out, "--cache", tmp_path / "cache")  # the command line: no traceback
     assert got.returncode == 0 and "Traceback" not in got.stderr, got.stderr
     assert len(_run_pages(out)) == 4  # every run its own page: the bytes spelled out and the bytes differ
-    index = (out / "index-data.js").read_text("utf-8")
+    index = index_text(out)  # (the head and its shards)
     assert "run-\\\\xff\\\\xfe" in index and "caf\\\\xe9-latin1" in index  # (JSON: the backslash escaped)
     page = next(p for p in (out / "runs").iterdir() if p.name.startswith("caf")) / "index.html"
     text = page.read_text("utf-8")
@@ -80,8 +80,7 @@ def test_names_alike_but_for_case_normalisation_or_punctuation(tmp_path: Path):
         if rel.startswith("runs/") and rel.endswith("/index.html"):
             page = data.decode()
             titles.update(n for n in names if f"<title>{n} " in page or f"<h1>{n}</h1>" in page)
-    index = gzip.decompress((out / "index-data.js.gz").read_bytes()).decode() if (out / "index-data.js.gz").exists() \
-        else (out / "index-data.js").read_text()
+    index = index_text(out)
     for name in clash:
         assert json.dumps(name)[1:-1] in index
 

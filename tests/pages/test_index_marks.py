@@ -2,20 +2,19 @@
 projects; one column per hyperparameter logged under two names; the "running" badge."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pytest
 
 from sitegen.pages.hpnames import canonical, columns
+from tests.support.sites import index_data
 
 SDE = 1_700_100_000  # the build time: run "live" wrote its last record 10 minutes before it
 
 
 def _data(site: Path) -> dict:
-    text = (site / "index-data.js").read_text("utf-8")
-    return json.loads(text[len("window.SITEGEN_INDEX="):].rstrip().rstrip(";"))
+    return index_data(site)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from sitegen.model import slug
 from sitegen.pipeline.build import BuildOptions, build
 from sitegen.prepare.changes import RunState, compare
 from tests.support.corpus import write_metrics
+from tests.support.sites import index_data
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
@@ -84,8 +85,7 @@ def test_each_change_appears_once_and_an_unchanged_rebuild_has_none(tmp_path: Pa
     assert ("vision/resnet", "train/loss") not in best  # run0's is still the lowest
     index = (out / "index.html").read_text("utf-8")
     assert index.count('class="fresh" data-badge="new"') == 1 and "What&#39;s new" in index
-    data = (out / "index-data.js").read_text("utf-8")
-    assert '"fresh":[3]' in data
+    assert index_data(out)["fresh"] == [3]
     ids = check_feed(out)
     assert ids[len(ids) - len(first_ids):] == first_ids  # the old entries follow the new ones, ids unchanged
 

@@ -21,7 +21,7 @@ from sitegen.publish import staging as publish
 from tests.support import corpus, page_payload
 from tests.support.corpus import write_tbx
 from tests.support.eventgen import write_run
-from tests.support.sites import assert_same_site, inodes, without_news
+from tests.support.sites import assert_same_site, index_head, index_shard, inodes, without_news
 
 
 @pytest.fixture()
@@ -352,10 +352,15 @@ def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_a
     new = {rel for rel, ino in after.items() if before.get(rel) != ino}  # written by this build
     drawn = tuple(f"runs/{slugify(run)}/" for run in GROWN) + tuple(f"{kind}/{g}/" for g in grown_groups for kind in ("compare", "trends"))
     index = {"index.html", "index.html.gz", "index-data.js", "index-data.js.gz"}
+    # (and the index's shards that hold a grown run: the others are linked)
+    index |= {f"index/{name}.js{gz}" for name, _ in index_head(out)["shards"] for gz in ("", ".gz")
+              if any(r[0] in {slugify(run) for run in GROWN} for r in index_shard(out, name)["rows"])}
     report = {"manifest.json", "manifest.json.gz", "build-report.json", "changes.json", "changes.json.gz", "changes.md", "feed.xml"}
     assert "index.html" in new and new <= index | report | {rel for rel in after if rel.startswith(drawn)}, sorted(new)
     # every other file is the live build's, linked (the same inode): runs, pages, assets
-    others = [rel for rel in before if not rel.startswith(drawn) and rel not in index | report]
+    replaced = {rel for rel in before if rel.startswith("index/") and rel not in after}  # (the grown runs' old shards)
+    assert len(replaced) <= len({rel for rel in new if rel.startswith("index/")})
+    others = [rel for rel in before if not rel.startswith(drawn) and rel not in index | report | replaced]
     assert len(others) > 50 and all(after.get(rel) == before[rel] for rel in others)
     for run in GROWN:  # each grown run's page was written again
         assert f"runs/{slugify(run)}/index.html" in new

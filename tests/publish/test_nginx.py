@@ -194,7 +194,7 @@ def test_crawl_with_the_password_finds_everything(nginx, built_site):
         seen[path] = status
         assert status == 200, f"{path}: {status}"
         _assert_security_headers(headers, path)
-        expected = IMMUTABLE if re.match(r"^/reports/(assets/|runs/[^/]+/media/|compare/[^/]+/p-[0-9a-f]{32}\.js$)", path) else "no-cache"
+        expected = IMMUTABLE if re.match(r"^/reports/(assets/|runs/[^/]+/media/|compare/[^/]+/p-[0-9a-f]{32}\.js$|index/[0-9a-f]{20}\.js$)", path) else "no-cache"
         assert headers["Cache-Control"] == expected, path
         if path.endswith(".js"):
             assert headers["Content-Type"].startswith(("application/javascript", "text/javascript")), path
@@ -213,6 +213,11 @@ def test_crawl_with_the_password_finds_everything(nginx, built_site):
     assert any("/assets/vega-" in p for p in seen) and any("/assets/specs-" in p for p in seen)
     pieces = {"/reports/" + p.relative_to(live).as_posix() for p in live.glob("compare/*/p-*.js")}
     assert pieces and pieces <= set(seen), "every comparison page's piece scripts are linked (and cached for good)"
+    shards = sorted("/reports/" + p.relative_to(live).as_posix() for p in live.glob("index/*.js"))
+    assert shards  # (named only in index-data.js: the index's script loads them)
+    for path in shards:
+        status, headers, _ = nginx.get(path)
+        assert status == 200 and headers["Cache-Control"] == IMMUTABLE, path
 
     status, headers, _ = nginx.get("/reports/")
     assert status == 200 and headers["Cache-Control"] == "no-cache"

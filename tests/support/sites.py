@@ -44,7 +44,7 @@ def without_news(files: dict[str, bytes]) -> dict[str, bytes]:
         html = re.sub(rb'<section class="whats-new".*?</section>\n', b"", out["index.html"], flags=re.S)
         out["index.html"] = re.sub(rb' class="fresh" data-badge="[^"]*" title="[^"]*"', b"", html)
     if "index-data.js" in out:
-        out["index-data.js"] = re.sub(rb',"fresh":\[[0-9,]*\]', b"", out["index-data.js"])
+        out["index-data.js"] = re.sub(rb',"fresh":(\[[^\]]*\]|"all")', b"", out["index-data.js"])
     return out
 
 
@@ -80,3 +80,52 @@ def assert_same_site(a: Path, b: Path, *, same_paths: bool = True, news: bool = 
             m.pop("runs", None), m.pop("site", None)
         assert ma == mb, "manifests differ beyond their input keys"
     assert len(fa) > 10
+
+
+def index_head(site: Path) -> dict:
+    """``index-data.js``: the index's head (columns, group tree, shard list)."""
+    text = (Path(site) / "index-data.js").read_text("utf-8")
+    assert text.startswith("window.SITEGEN_INDEX=") and text.endswith(";\n")
+    return json.loads(text[len("window.SITEGEN_INDEX="):-2])
+
+
+def index_shard(site: Path, name: str) -> dict:
+    """The shard ``name`` of the index (``index/<name>.js``), checked to be a classic script naming itself."""
+    text = (Path(site) / "index" / f"{name}.js").read_text("utf-8")
+    prefix = f'SITEGEN_INDEX_SHARD("{name}",'
+    assert text.startswith(prefix) and text.endswith(");\n") and "<" not in text, text[:80]
+    return json.loads(text[len(prefix):-3])
+
+
+def index_data(site: Path) -> dict:
+    """The index's data put back together as one document: the head, every run's row (in the
+    shards' layout, tags and hyperparameter names numbered across the archive in ``tags`` and
+    ``hkeys``, ``hcols`` as those numbers), and ``best``, ``fresh``, ``running`` by row number."""
+    head = index_head(site)
+    runs, tags, hkeys = [], {}, {}
+    for name, count in head["shards"]:
+        shard = index_shard(site, name)
+        assert len(shard["rows"]) == count
+        for r in shard["rows"]:
+            row = list(r[:11]) + [r[11] if len(r) > 11 else "-" * len(head["metrics"])]
+            row[9] = [tags.setdefault(shard["tags"][t], len(tags)) for t in r[9]]
+            row[10] = {str(hkeys.setdefault(shard["hkeys"][int(k)], len(hkeys))): v for k, v in r[10].items()}
+            row[1] = r[1] + [""] * (head["depth"] - len(r[1]))
+            runs.append(row)
+    slugs = [r[0] for r in runs]
+    return {
+        **head,
+        "runs": runs,
+        "tags": list(tags),
+        "hkeys": list(hkeys),
+        "hcols": [[hkeys[k] for k in col if k in hkeys] for col in head["hcols"]],
+        "best": [{str(i): r[11][m] for i, r in enumerate(runs) if r[11][m] != "-"} for m in range(len(head["metrics"]))],
+        "fresh": list(range(len(runs))) if head["fresh"] == "all" else [slugs.index(s) for s in head["fresh"]],
+        "running": [slugs.index(s) for s in head["running"]],
+    }
+
+
+def index_text(site: Path) -> str:
+    """The text of the index's head and of every shard, one after the other."""
+    site = Path(site).resolve()
+    return "".join(p.read_text("utf-8") for p in [site / "index-data.js", *sorted((site / "index").glob("*.js"))])
