@@ -113,8 +113,12 @@ def _overlay(t) -> dict[str, Any]:
         )
         .properties(name="raw")
     )
+    # a selection bound to the legend only makes its entries clickable (Vega-Lite leaves a
+    # legend without one deaf to the pointer); charts.js reads the click, the lines ignore it
+    pick = alt.selection_point(fields=["s"], bind="legend", name="pick")
     smooth = (
         base.mark_line(strokeWidth=1.6, interpolate="linear", clip=True)
+        .add_params(pick)
         .encode(
             x=x,
             y=alt.Y("y:Q", title=None, scale=y_scale),
