@@ -19,8 +19,10 @@ from sitegen.resources import package_stamp, templates_dir
 Memo = Callable[[str, Callable[[], bytes]], bytes]
 
 #: the browser code in ``templates/static``: ``core.js`` (``window.SITEGEN``, loaded by every
-#: page) and the script of each page kind, loaded after it; ``theme.js`` (light or dark), in <head>
-PAGE_SCRIPTS = ("core.js", "index.js", "run.js", "compare.js", "trends.js", "theme.js")
+#: page), ``charts.js`` (the line charts of run and comparison pages, the run colours, the view
+#: in the address's hash) and the script of each page kind, loaded after it; ``theme.js`` (light
+#: or dark), in <head>
+PAGE_SCRIPTS = ("core.js", "charts.js", "index.js", "run.js", "compare.js", "trends.js", "theme.js")
 
 
 def _hashed(path: str, data: bytes) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 from typing import Any
 
 import jinja2
+import numpy as np
 from markupsafe import Markup, escape
 
 from sitegen.config import Config
@@ -140,6 +142,7 @@ def run_page(
             texts.setdefault(tx.tag, []).append({"step": tx.step, "html": md.render(tx.text)})
     chart_page = {
         "charts": chart_data,
+        "w0": run.start_time if run.start_time is not None and math.isfinite(run.start_time) else 0.0,
         "images": [[{"step": im["step"], "src": im["src"], "w": im["w"], "h": im["h"]} for im in items] for _, items in image_list],
     }
     paths = {shown(str(f.path)) for d in data for f in d.files}  # (as problems name them)
@@ -190,12 +193,17 @@ def _scalar_charts(
     for ln in run.lines:
         by_tag.setdefault(ln.tag, []).append(ln)
     ranks = {tag: key_rank(tag, configured) for tag in by_tag}
+    start = run.start_time if run.start_time is not None and math.isfinite(run.start_time) else 0.0
     for tag in sorted(by_tag, key=lambda tag: (ranks[tag] is None, ranks[tag] or (), tag)):
         lines = by_tag[tag]
         if value_only(tag, lines, run.data.hparam_metrics):
             continue
         rows = charts.scalar_rows([(ln.label or tag, ln.series.step, ln.series.value) for ln in lines])
-        chart_data.append({"kind": "scalar", "rows": rows})
+        # seconds since the run's start (the toolbar's time axes) and each line's colour key,
+        # the one its run (and sub-run) has on every page (charts.js)
+        rows["t"] = charts.numbers(np.concatenate([ln.series.wall_time - start for ln in lines]), exact=False)
+        keys = [run.slug if ln.label in ("", "hparams") else f"{run.slug} · {ln.label}" for ln in lines]
+        chart_data.append({"kind": "scalar", "rows": rows, "ks": keys})
         group = KEY if ranks[tag] is not None else _group(tag)
         groups.setdefault(group, []).append(
             {"tag": tag, "chart": len(chart_data) - 1, "rows": _stats_rows(lines, t), "alt": _alt(tag, lines, t)}

@@ -90,42 +90,54 @@ def _curve(t) -> dict[str, Any]:
 
 
 def _overlay(t) -> dict[str, Any]:
-    """Every run of a group as a line: smoothed ``y`` over a faint ``raw``; click the legend to
-    highlight a run. The page script switches the x field's type/title and the y scale type."""
+    """Lines of runs (comparison pages) or series (run pages): smoothed ``y`` over a faint ``raw``,
+    red rules where a value is NaN/±inf (``k``), lines broken there. ``charts.js`` sets the
+    colours, the x field's type and title, the y scale type, and drives the params: ``xd``/``yd``
+    (zoom, outlier-free y range), ``hl`` (the highlighted run); its own tooltip lists every run."""
     base = alt.Chart(DATA)
-    pick = alt.selection_point(fields=["s"], bind="legend", name="pick")
-    x = alt.X("x:Q", title=t("chart.step"), axis=alt.Axis(format="~s"))
+    hl = alt.param(name="hl", value="")
+    xd = alt.param(name="xd", value=[0, 1])
+    yd = alt.param(name="yd", value=[0, 1])
+    x = alt.X("x:Q", title=t("chart.step"), axis=alt.Axis(format="~s"), scale=alt.Scale(domain=xd, nice=False))
+    y_scale = alt.Scale(domain=yd, nice=False, zero=False)
     legend = alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, symbolOpacity=1, title=None)
+    lit = "hl == '' || datum.s == hl"
     raw = (
-        base.mark_line(strokeWidth=1, interpolate="linear")
+        base.mark_line(strokeWidth=1, interpolate="linear", clip=True)
         .encode(
             x=x,
-            y=alt.Y("raw:Q", title=None, scale=alt.Scale(zero=False)),
+            y=alt.Y("raw:Q", title=None, scale=y_scale),
             color=alt.Color("s:N", legend=legend),
             detail="s:N",
-            opacity=alt.condition(pick, alt.value(0.22), alt.value(0.03)),
+            opacity=alt.condition(lit, alt.value(0.22), alt.value(0.03)),
         )
         .properties(name="raw")
     )
+    # a selection bound to the legend only makes its entries clickable (Vega-Lite leaves a
+    # legend without one deaf to the pointer); charts.js reads the click, the lines ignore it
+    pick = alt.selection_point(fields=["s"], bind="legend", name="pick")
     smooth = (
-        base.mark_line(strokeWidth=1.6, interpolate="linear")
+        base.mark_line(strokeWidth=1.6, interpolate="linear", clip=True)
         .add_params(pick)
         .encode(
             x=x,
-            y=alt.Y("y:Q", title=None, scale=alt.Scale(zero=False)),
+            y=alt.Y("y:Q", title=None, scale=y_scale),
             color=alt.Color("s:N", legend=legend),
             detail="s:N",
-            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
-            tooltip=[
-                alt.Tooltip("s:N", title=t("chart.run")),
-                alt.Tooltip("x:Q", title=t("chart.x")),
-                alt.Tooltip("y:Q", title=t("chart.smoothed"), format=".6~g"),
-                alt.Tooltip("raw:Q", title=t("chart.value"), format=".6~g"),
-            ],
+            opacity=alt.condition(lit, alt.value(1.0), alt.value(0.1)),
         )
         .properties(name="smooth")
     )
-    return alt.layer(raw, smooth).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+    marks = (
+        base.mark_rule(color="#d62728", strokeDash=[3, 2], strokeWidth=1.5, clip=True)
+        .transform_filter("datum.k != ''")
+        .encode(x=x, opacity=alt.condition(lit, alt.value(0.9), alt.value(0.15)))
+        .properties(name="nonfinite")
+    )
+    spec = alt.layer(raw, smooth, marks).add_params(hl, xd, yd).properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+    for layer in spec["layer"][:2]:
+        layer["mark"]["invalid"] = "break-paths-show-domains"  # a NaN breaks the line, never bridged
+    return spec
 
 
 def _parallel(t) -> dict[str, Any]:

@@ -159,12 +159,15 @@
     embed(el, spec);
   }
 
-  // a run page's chart as wide as its card (the grid gives two or three columns as space
-  // allows, one on a phone): the plot is the card less the axes and, for histograms, the legend
+  // a chart as wide as its card (the grid gives two or three columns as space allows, one on
+  // a phone): the plot is the card less the axes and, for histograms, the legend
   var AXES = { scalar: 70, histogram: 140 };
+  // (measured on the card, not the chart: a drawn chart shrinks to its drawing, and a chart
+  // drawn again, as charts.js does, would shrink each time)
   function fitWidth(el, spec, kind) {
-    var width = el.clientWidth;
-    if (!(kind in AXES) || !width || typeof spec.width !== "number") return;
+    var card = el.closest("figure") || el, css = window.getComputedStyle(card);
+    var width = card.clientWidth - (parseFloat(css.paddingLeft) || 0) - (parseFloat(css.paddingRight) || 0);
+    if (!(kind in AXES) || !(width > 0) || typeof spec.width !== "number") return;
     spec.width = Math.max(160, Math.floor(width - AXES[kind]));
   }
 
@@ -183,7 +186,8 @@
 
   function drawCharts() {
     if (!window.SITEGEN_PAGE || !window.SITEGEN_SPECS || !window.vegaEmbed) return;
-    whenVisible(Array.prototype.slice.call(document.querySelectorAll(".chart[data-chart]")), drawChart);
+    // (line charts, class "overlay", are charts.js's)
+    whenVisible(Array.prototype.slice.call(document.querySelectorAll(".chart[data-chart]:not(.overlay)")), drawChart);
   }
 
   // the page's data, in the page itself (<script type="application/json" id="sitegen-page">)
@@ -191,6 +195,21 @@
     var block = document.getElementById("sitegen-page");
     if (block && !window.SITEGEN_PAGE) window.SITEGEN_PAGE = JSON.parse(block.textContent);
     return window.SITEGEN_PAGE;
+  }
+
+  // The address's hash as key=value pairs: the one reader and writer of it, for the view of
+  // the line charts (charts.js) and the runs ticked in the index (#runs=slug,slug). A hash
+  // without "=" is a plain anchor (#notes): null.
+  function hashParams(hash) {
+    var h = (hash === undefined ? window.location.hash : hash).replace(/^#/, "");
+    return h === "" || h.indexOf("=") !== -1 ? new URLSearchParams(h) : null;
+  }
+
+  // [[key, value], ...] -> "key=value&..."; commas stay readable (a slug has none)
+  function hashText(pairs) {
+    return pairs.map(function (p) {
+      return encodeURIComponent(p[0]) + "=" + encodeURIComponent(p[1]).replace(/%2C/g, ",");
+    }).join("&");
   }
 
   // runs a page script's init once the document is parsed
@@ -201,6 +220,7 @@
 
   window.SITEGEN = {
     forEach: forEach, msg: msg, el: el, expand: expand, clone: clone, compare: compare,
-    embed: embed, themeConfig: themeConfig, whenVisible: whenVisible, drawCharts: drawCharts, pageData: pageData, ready: ready
+    embed: embed, themeConfig: themeConfig, fitWidth: fitWidth, whenVisible: whenVisible, drawCharts: drawCharts,
+    pageData: pageData, ready: ready, hashParams: hashParams, hashText: hashText
   };
 })();

@@ -314,7 +314,8 @@
   /* ---------- ticked runs, opened as an ad-hoc comparison ---------- */
 
   // the comparison page of the smallest group holding every ticked run, the runs in its hash
-  // (#runs=slug,slug: compare.js ticks them there); works over file://, nothing is fetched
+  // (#runs=slug,slug, core.js's hash format: charts.js ticks them there); works over file://,
+  // nothing is fetched
   function adhocHref(data, ticked, slugs) {
     var common = null;
     slugs.forEach(function (s) {
@@ -329,7 +330,7 @@
       var key = common.slice(0, n).join("/");
       if (data.groups[key]) { href = data.groups[key]; break; }
     }
-    return href + "#runs=" + slugs.map(encodeURIComponent).join(",");
+    return href + "#" + S.hashText([["runs", slugs.join(",")]]);
   }
 
   // a ticked run's groups, as its row shows them (the row may come from the HTML or a shard)

@@ -83,12 +83,41 @@
     box.hidden = false;
   }
 
+  /* ---------- the line charts: drawn by charts.js, with the page's toolbar ---------- */
+
+  function initLines(page) {
+    var C = window.SITEGEN_CHARTS, els = document.querySelectorAll(".chart.overlay[data-chart]");
+    if (!C || !els.length || !document.getElementById("chart-toolbar")) return;
+    var charts = Array.prototype.map.call(els, function (e) {
+      var chart = page.charts[Number(e.dataset.chart)], rows = chart.rows, fig = e.closest("figure");
+      var x = expand(rows.x), y = expand(rows.y, true), t = expand(rows.t), s = expand(rows.s), lines = [];
+      for (var i = 0; i < x.length; i++) {
+        var ln = lines[lines.length - 1];
+        if (!ln || ln.s !== s[i]) {
+          ln = { s: s[i], key: chart.ks[lines.length], r: -1, x: [], y: [], t: [], w0: page.w0 };
+          lines.push(ln);
+        }
+        ln.x.push(x[i]); ln.y.push(y[i]); ln.t.push(t[i]);
+      }
+      return { el: e, fig: fig, tag: fig.getAttribute("data-tag"), lines: lines, single: lines.length < 2, logBtn: C.logButton(fig) };
+    });
+    C.init({
+      charts: charts,
+      onTags: function () {
+        forEach(document.querySelectorAll("section.group"), function (sec) {
+          sec.hidden = !sec.querySelector("figure.card:not([hidden])");
+        });
+      }
+    });
+  }
+
   S.ready(function () {
     var page = S.pageData();
     var gates = document.getElementById("gates");
     if (gates) initGates(gates);
     forEach(document.querySelectorAll("a.csv-download"), initCsv);
     if (page && page.images) initImages(page);
+    if (page && page.charts) initLines(page);
     S.drawCharts();
   });
 })(window.SITEGEN);

@@ -77,7 +77,7 @@ def test_notes_near_the_top_and_sections_collapsible(layout_site: Path):
 
 def test_charts_have_text_alternatives(layout_site: Path):
     _, html = _page(layout_site)
-    labels = re.findall(r'<div class="chart" data-chart="\d+" role="img" aria-label="([^"]*)"', html)
+    labels = re.findall(r'<div class="chart overlay" data-chart="\d+" role="img" aria-label="([^"]*)"', html)
     assert len(labels) == len(TAGS)
     assert any(re.fullmatch(r"train/loss\. last [-\d.e]+, min [-\d.e]+, max [-\d.e]+", lab) for lab in labels), labels
 
