@@ -33,6 +33,7 @@ def test_index_opens_and_sorts(page, example_site: Path):
     # filtering keeps only matching rows (the table is re-rendered from index-data.js)
     total = rows.count()
     page.fill("#run-filter", "gpt2")
+    page.wait_for_selector("#runs:not([aria-busy])", state="attached")  # (a search may load row shards first)
     visible = [rows.nth(i).is_visible() for i in range(rows.count())]
     assert 0 < sum(visible) < total
     assert all("gpt2" in rows.nth(i).inner_text() for i in range(rows.count()))

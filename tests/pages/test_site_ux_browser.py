@@ -189,6 +189,7 @@ def test_running_badge_and_ticked_runs_open_as_a_comparison(browser, ux_sites):
         slugs = sorted(unquote(href.split("#runs=", 1)[1]).split(","))
         assert href.startswith("compare/proja-") and len(slugs) == 2  # the project's page, not all runs
         page.fill("#run-filter", "r3")  # re-rendered rows keep their ticks
+        page.wait_for_selector("#runs:not([aria-busy])", state="attached")  # (a search may load row shards first)
         assert page.locator("#runs tbody input.run-tick:checked").count() == 1
         link.click()
         page.wait_for_selector(".chart.overlay svg", timeout=20_000)
