@@ -195,7 +195,7 @@ DRAW_ALL = """async () => {
   for (const e of els) { e.scrollIntoView(); await new Promise(r => setTimeout(r, 20)); }  // (a frame may never come: no rAF)
   window.scrollTo(0, 0);
   const t0 = Date.now();
-  while (Date.now() - t0 < 15000 && !els.every(e => e._view && e.classList.contains('drawn'))) await new Promise(r => setTimeout(r, 50));
+  while (Date.now() - t0 < 60000 && !els.every(e => e._view && e.classList.contains('drawn'))) await new Promise(r => setTimeout(r, 50));
 }"""
 
 
