@@ -318,10 +318,12 @@
       }
       c.key = d.key;
       c.busy = true;
+      c.el.setAttribute("aria-busy", "true");  // (for assistive tools and tests: being drawn again)
       if (view) view.finalize();
       c.el._view = null;
       S.embed(c.el, specFor(c, d)).then(function (v) {
         c.busy = false;
+        c.el.removeAttribute("aria-busy");
         if (v) v.addEventListener("click", function (ev, item) { legendClick(item); });
         if (c.dirty) { c.dirty = false; update(c); }
       });

@@ -23,10 +23,13 @@ def test_index_opens_and_sorts(page, example_site: Path):
     def column() -> list[float]:
         return [float(rows.nth(i).locator("td").nth(col).inner_text() or "nan") for i in range(rows.count())]
 
+    busy = "#runs:not([aria-busy])"  # (a sort needs every row: it may load row shards first)
     button.click()
+    page.wait_for_selector(busy, state="attached")
     up = column()
     assert up == sorted(up)
     button.click()
+    page.wait_for_selector(busy, state="attached")
     down = column()
     assert down == sorted(up, reverse=True)
     assert headers.nth(col).get_attribute("aria-sort") == "descending"

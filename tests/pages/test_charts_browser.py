@@ -195,7 +195,10 @@ DRAW_ALL = """async () => {
   for (const e of els) { e.scrollIntoView(); await new Promise(r => setTimeout(r, 20)); }  // (a frame may never come: no rAF)
   window.scrollTo(0, 0);
   const t0 = Date.now();
-  while (Date.now() - t0 < 60000 && !els.every(e => e._view && e.classList.contains('drawn'))) await new Promise(r => setTimeout(r, 50));
+  // settled: every chart drawn and none being drawn again, on three looks 100 ms apart
+  const done = () => els.every(e => e._view && e.classList.contains('drawn') && !e.hasAttribute('aria-busy'));
+  let calm = 0;
+  while (Date.now() - t0 < 60000 && calm < 3) { calm = done() ? calm + 1 : 0; await new Promise(r => setTimeout(r, 100)); }
 }"""
 
 
