@@ -73,7 +73,7 @@
     var metricAxes = {};
     data.metrics.forEach(function (m) { metricAxes[m.key] = scaled({ id: "m:" + m.key, key: m.key, cat: false, v: m.v, metric: true }); });
     var DEFAULT = data.metrics.length ? data.metrics[0].key : "";
-    var state = { metric: DEFAULT, brush: {} }, axes = [], keep = [], lines = [], parts = {}, drag = null;
+    var state = { metric: DEFAULT, brush: {} }, axes = [], keep = [], lines = [], parts = {}, drag = null, title = null;
 
     function axesNow() {
       var out = hpAxes.slice();
@@ -123,7 +123,8 @@
 
     /* drawing */
     function geometry() {
-      var width = Math.max(360, host.clientWidth || 900), n = axes.length;
+      // (on a narrow screen the plot keeps 64 px per axis and scrolls sideways)
+      var n = axes.length, width = Math.max(LEFT + RIGHT + Math.max(0, n - 1) * 64, host.clientWidth || 900);
       var step = n > 1 ? (width - LEFT - RIGHT) / (n - 1) : 0;
       return { width: width, step: step, x: function (i) { return LEFT + i * step; }, y: function (p) { return TOP + (1 - p) * (HEIGHT - TOP - BOTTOM); } };
     }
@@ -132,7 +133,7 @@
       axes = axesNow();
       host.textContent = "";
       var g = geometry(), svg = node("svg", { width: g.width, height: HEIGHT, viewBox: "0 0 " + g.width + " " + HEIGHT, role: "img", "class": "pc-svg" }, host);
-      node("title", {}, svg, msg("pc_none"));
+      title = node("title", {}, svg);
       var lineG = node("g", { "class": "pc-lines" }, svg);
       lines = data.s.map(function (slug, j) {
         var d = "", pen = false;
@@ -182,6 +183,7 @@
           drag = null;
           brushed(ax, Math.min(d.p0, d.p1), Math.max(d.p0, d.p1));
         });
+        hit.addEventListener("pointercancel", function () { drag = null; apply(); });
         hit.addEventListener("dblclick", function () { delete state.brush[ax.id]; apply(); commit(); });
       });
       function toP(ev) {  // the pointer's place along the axes, 0 (bottom) to 1 (top)
@@ -241,6 +243,7 @@
       });
       clearBtn.disabled = !ids.length;
       count.textContent = ids.length ? msg("pc_count", { n: n, total: keep.length }) : msg("pc_none");
+      if (title) title.textContent = count.textContent;  // (the plot's text alternative)
       if (select) select.value = state.metric;
       var mask = null;
       if (ids.length) {

@@ -201,4 +201,10 @@ def test_brushes_over_file_urls(page, site):
     page.goto((site / PAGE).as_uri() + "#brush=" + quote('["h:optimizer",["lamb"]]'))
     want = [f"proj/model/run{i:02d}" for i in (2, 5, 8)]
     assert all(d == want for d in _wait_drawn(page, want))
+    # a drag over a text axis keeps the values in its range: lamb and sgd (sorted: adam at the bottom)
+    _drag(page, "h:optimizer", 0.0, 0.6)
+    assert _brushes(page.url) == {"h:optimizer": [["lamb", "sgd"]]}
+    want = _expected(_brushes(page.url))
+    assert want == [f"proj/model/run{i:02d}" for i in range(N_RUNS) if i % 3]
+    assert all(d == want for d in _wait_drawn(page, want))
     assert page.log.errors == []
