@@ -22,7 +22,7 @@ Memo = Callable[[str, Callable[[], bytes]], bytes]
 #: page), ``charts.js`` (the line charts of run and comparison pages, the run colours, the view
 #: in the address's hash) and the script of each page kind, loaded after it; ``theme.js`` (light
 #: or dark), in <head>
-PAGE_SCRIPTS = ("core.js", "charts.js", "index.js", "run.js", "compare.js", "trends.js", "theme.js")
+PAGE_SCRIPTS = ("core.js", "charts.js", "index.js", "run.js", "compare.js", "hparams.js", "trends.js", "theme.js")
 
 
 def _hashed(path: str, data: bytes) -> str:

@@ -26,6 +26,7 @@ from sitegen.downsample import level_bits as downsample_levels
 from sitegen.model import HParamValue, Packed, SiteRun, lower_is_better, slug, text_value
 from sitegen.pages.charts import Plain, json_text, numbers
 from sitegen.pages.hptable import Table, comparison_table
+from sitegen.pages.parallel import parallel_data  # (its MAX_AXES, MAX_RUNS: the parallel coordinates)
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,6 @@ MAX_POINTS = 500
 MIN_POINTS = 24
 LEVELS = (MAX_POINTS, 240, 120, 60, MIN_POINTS)  # resolutions chosen ahead (Series.levels)
 BYTES_PER_POINT = 16  # base64 int32 "x", float32 "t" and "y" (5.3 bytes each)
-MAX_PARALLEL_AXES = 12
-MAX_PARALLEL_RUNS = 100  # Vega draws a line per run as its own sub-flow: past ~100 it crawls
 MAX_SCATTER = 8
 MAX_TABLE_ROWS = 500  # hyperparameter table (and config diff) rows: the newest runs
 DEFAULT_ON = 40  # runs drawn when the page opens (the newest); the rest are a tick away
@@ -464,37 +463,16 @@ def hparam_section(
     fb = [_finals(r) for r in runs]
     table = comparison_table(hps, [f for f, _ in fb], [b for _, b in fb], metrics)
     charts: list[dict[str, Any]] = []
-    axes = [(i, c) for i, c in enumerate(table.columns) if c.kind in ("hparam", "final")][:MAX_PARALLEL_AXES]
-    if len(axes) >= 2 and len(runs) >= 2:
-        rows: dict[str, list] = {"s": [], "k": [], "o": [], "v": [], "raw": []}
-        first = max(0, len(table.rows) - MAX_PARALLEL_RUNS)
-        for o, (ci, col) in enumerate(axes):
-            vals = [r[ci] for r in table.rows[first:]]
-            nums = [v for v in vals if isinstance(v, float) and math.isfinite(v)]
-            if col.numeric and nums:
-                lo, hi = min(nums), max(nums)
-                norm = {id(v): ((v - lo) / (hi - lo) if hi > lo else 0.5) for v in vals if isinstance(v, float) and math.isfinite(v)}
-                pos = [norm.get(id(v)) for v in vals]
-            else:
-                cats = sorted({text_value(v) for v in vals if v is not None})
-                pos = [None if v is None else (cats.index(text_value(v)) / (len(cats) - 1) if len(cats) > 1 else 0.5) for v in vals]
-            name = col.key if col.kind == "hparam" else f"{col.key} ({col.kind})"
-            for label, v, p in zip(labels[first:], vals, pos):
-                if p is None:
-                    continue
-                rows["s"].append(label)
-                rows["k"].append(name)
-                rows["o"].append(o)
-                rows["v"].append(round(p, 4))
-                rows["raw"].append(text_value(v))
-        charts.append({"kind": "parallel", "rows": rows, "runs": len(table.rows) - first})
+    pc = parallel_data(table, runs, labels)
+    if pc is not None:
+        charts.append(pc)
     hcols = [(i, c) for i, c in enumerate(table.columns) if c.kind == "hparam" and c.numeric]
     mcols = [(i, c) for i, c in enumerate(table.columns) if c.kind == "final"][:2]
     for mi, m in mcols:
         for hi, h in hcols:
             if len(charts) > MAX_SCATTER:
                 break
-            rows = {"x": [], "y": [], "s": []}
+            rows: dict[str, list] = {"x": [], "y": [], "s": []}
             for label, row in zip(labels, table.rows):
                 x, y = row[hi], row[mi]
                 if isinstance(x, float) and isinstance(y, float) and math.isfinite(x) and math.isfinite(y):

@@ -140,28 +140,6 @@ def _overlay(t) -> dict[str, Any]:
     return spec
 
 
-def _parallel(t) -> dict[str, Any]:
-    """Parallel coordinates from pre-normalised rows: one line per run across the axes ``k``."""
-    return (
-        alt.Chart(DATA)
-        .mark_line(strokeWidth=1.4, opacity=0.8, point=True)
-        .encode(
-            x=alt.X("k:N", title=None, sort=alt.EncodingSortField("o"), axis=alt.Axis(labelAngle=-30, labelLimit=160)),
-            y=alt.Y("v:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            color=alt.Color("s:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=260, symbolLimit=40, title=None)),
-            detail="s:N",
-            order="o:Q",
-            tooltip=[
-                alt.Tooltip("s:N", title=t("chart.run")),
-                alt.Tooltip("k:N", title=t("chart.axis")),
-                alt.Tooltip("raw:N", title=t("chart.value")),
-            ],
-        )
-        .properties(width=WIDTH + 200, height=HEIGHT + 40)
-        .to_dict(validate=True)
-    )
-
-
 def _scatter(t) -> dict[str, Any]:
     """One metric against one hyperparameter; the page script sets the axis titles."""
     return (
@@ -251,7 +229,6 @@ def templates(language: str = "en") -> dict[str, dict[str, Any]]:
         "histogram": _histogram(t),
         "curve": _curve(t),
         "overlay": _overlay(t),
-        "parallel": _parallel(t),
         "scatter": _scatter(t),
         "trend": _trend(t),
         "trend_commit": _trend_commit(t),

@@ -169,7 +169,9 @@
     var lastPush = { at: 0, what: "" };
     // one history entry per change; a burst of one control (typing, sliding) makes one entry
     function commit(what) {
-      var h = hashText(), url = location.pathname + location.search + (h ? "#" + h : "");
+      var h = hashText(), more = opts.hashExtra ? opts.hashExtra() : "";  // (the hparam brushes: hparams.js)
+      if (more) h = h ? h + "&" + more : more;
+      var url = location.pathname + location.search + (h ? "#" + h : "");
       if (h === location.hash.replace(/^#/, "")) return;
       var now = Date.now(), burst = what === lastPush.what && now - lastPush.at < 1500;
       try {
@@ -583,7 +585,7 @@
     syncControls();
     S.whenVisible(charts.map(function (c) { return c.el; }), draw);
     return {
-      state: function () { return state; }, charts: charts, named: named,
+      state: function () { return state; }, charts: charts, named: named, refresh: refresh,
       hover: function (n) { setHl(n === null ? pinned : n); }
     };
   }

@@ -103,8 +103,9 @@
       items[i].addEventListener("mouseenter", function () { api.highlight(page.runs[Number(t.dataset.r)].n); });
       items[i].addEventListener("mouseleave", function () { api.highlight(null); });
     });
-    var api = { highlight: function () {} };
-    var ctl = C.init({
+    var api = { highlight: function () {} }, ctl = null;
+    var hp = hparamFilter(page, slugs, charts, toggles, function () { if (ctl) ctl.refresh(); }, function (n) { api.highlight(n); });
+    ctl = C.init({
       charts: charts,
       runs: page.runs.map(function (r) { return r.n; }),
       slugs: slugs,
@@ -113,13 +114,40 @@
       allButton: document.getElementById("runs-all"),
       noneButton: document.getElementById("runs-none"),
       onRuns: function (on) {
-        document.getElementById("runs-shown").textContent = on.filter(Boolean).length + " / " + toggles.length;
+        document.getElementById("runs-shown").textContent = on.filter(function (x, r) { return x && hp.shows(r); }).length + " / " + toggles.length;
       },
-      onTags: function (visible) { document.getElementById("no-tags").hidden = visible > 0; }
+      onTags: function (visible) { document.getElementById("no-tags").hidden = visible > 0; },
+      onHighlight: hp.highlight,
+      hashExtra: hp.hashText
     });
     api.highlight = ctl.hover;
     if (ctl.named && ctl.named.wanted) adhocNote(ctl.named);
     initDiff(page);
+  }
+
+  /* ---------- the parallel coordinates' brushes (hparams.js) filter the runs shown ----------
+     A run outside the brushes leaves the curves and the run list as if unticked; its tick stays,
+     so clearing the brushes brings back exactly what was ticked. */
+
+  function hparamFilter(page, slugs, charts, toggles, refresh, hover) {
+    var mask = null, hp = null;
+    charts.forEach(function (c) { c.all = c.lines; });
+    function changed(m) {
+      mask = m;
+      charts.forEach(function (c) { c.lines = m ? c.all.filter(function (ln) { return ln.r < 0 || m[ln.r]; }) : c.all; });
+      toggles.forEach(function (t) { t.closest("li").hidden = !!m && !m[Number(t.dataset.r)]; });
+      var shown = document.getElementById("runs-shown");
+      if (shown) shown.textContent = toggles.filter(function (t) { return t.checked && (!m || m[Number(t.dataset.r)]); }).length + " / " + toggles.length;
+      refresh();
+    }
+    if (window.SITEGEN_HPARAMS) {
+      hp = window.SITEGEN_HPARAMS.attach({ page: page, slugs: slugs, names: page.runs.map(function (r) { return r.n; }), onChange: changed, onHover: hover });
+    }
+    return {
+      shows: function (r) { return !mask || !!mask[r]; },
+      highlight: function (n) { if (hp) hp.highlight(n); },
+      hashText: function () { return hp ? hp.hashText() : ""; }
+    };
   }
 
   function initDiff(page) {
