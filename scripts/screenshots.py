@@ -16,19 +16,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support import CHROMIUM, CHROMIUM_ARGS, EXAMPLE  # noqa: E402
-
-
-def _brush(page, axis: str, f0: float, f1: float) -> None:
-    """Drag along an axis of the parallel coordinates, from f0 to f1 of its height."""
-    hit = page.locator(f"#pc-chart .pc-hit[data-axis='{axis}']")
-    hit.scroll_into_view_if_needed()
-    box = hit.bounding_box()
-    x = box["x"] + box["width"] / 2
-    page.mouse.move(x, box["y"] + box["height"] * f0)
-    page.mouse.down()
-    page.mouse.move(x, box["y"] + box["height"] * f1, steps=8)
-    page.mouse.up()
+from tests.support import CHROMIUM, CHROMIUM_ARGS, EXAMPLE, brush_axis  # noqa: E402
 
 
 def hparams_view(page, site: Path):
@@ -36,7 +24,7 @@ def hparams_view(page, site: Path):
     with the curves of the runs left above it."""
     page.goto((next(site.glob("compare/nlp-*/index.html"))).as_uri())
     page.wait_for_selector("#pc-chart .pc-axis", timeout=20000)
-    _brush(page, "h:lr", 0.2, 0.9)
+    brush_axis(page, "h:lr", 0.2, 0.9)
     opt = page.locator("#pc-chart .pc-axis[data-axis='h:optimizer'] .pc-tick-label", has_text="adamw")
     hit = page.locator("#pc-chart .pc-axis[data-axis='h:optimizer'] .pc-hit").bounding_box()
     label = opt.bounding_box()

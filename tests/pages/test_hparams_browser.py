@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import pytest
 
 from tests.pages.test_charts_browser import Served
+from tests.support import brush_axis
 
 N_RUNS = 10
 OPTIMIZERS = ("adam", "sgd", "lamb")
@@ -89,14 +90,7 @@ def _wait_drawn(page, want: list[str]) -> list:
 
 
 def _drag(page, axis: str, f0: float, f1: float) -> None:
-    hit = page.locator(f"#pc-chart .pc-hit[data-axis='{axis}']")
-    hit.scroll_into_view_if_needed()
-    box = hit.bounding_box()
-    x = box["x"] + box["width"] / 2
-    page.mouse.move(x, box["y"] + box["height"] * f0)
-    page.mouse.down()
-    page.mouse.move(x, box["y"] + box["height"] * f1, steps=6)
-    page.mouse.up()
+    brush_axis(page, axis, f0, f1)
     page.wait_for_timeout(300)
 
 

@@ -57,3 +57,16 @@ def page_payload(html: Path) -> dict:
                 assert tag == tg["tag"], f"{html}: piece {data['pieces'][k]} has {tag!r} where {tg['tag']!r} was expected"
                 tg["parts"].append(part)
     return data
+
+
+def brush_axis(page, axis: str, f0: float, f1: float) -> None:
+    """Drag along an axis of a comparison page's parallel coordinates, from ``f0`` to ``f1`` of
+    its height (the browser tests and scripts/screenshots.py brush the same way)."""
+    hit = page.locator(f"#pc-chart .pc-hit[data-axis='{axis}']")
+    hit.scroll_into_view_if_needed()
+    box = hit.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] * f0)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * f1, steps=8)
+    page.mouse.up()
