@@ -192,7 +192,13 @@ def _drag(page, chart, f0: float, f1: float) -> None:
 
 DRAW_ALL = """async () => {
   const els = Array.from(document.querySelectorAll('figure.card:not([hidden]) .chart.overlay'));
-  for (const e of els) { e.scrollIntoView(); await new Promise(r => setTimeout(r, 20)); }  // (a frame may never come: no rAF)
+  // each chart in view until its drawing has begun: charts are drawn when seen, and a chart scrolled
+  // past between two frames of a loaded machine is never seen (nor drawn, rightly)
+  for (const e of els) {
+    e.scrollIntoView();
+    const t = Date.now();
+    while (!e.dataset.drawn && Date.now() - t < 10000) await new Promise(r => setTimeout(r, 20));
+  }
   window.scrollTo(0, 0);
   const t0 = Date.now();
   // settled: every chart drawn and none being drawn again, on three looks 100 ms apart
@@ -337,8 +343,7 @@ def test_non_finite_values_are_marked_and_never_bridged_on_comparison_pages(serv
     for path in sorted(site.glob("compare/*/index.html")):
         served.open(path.relative_to(site).as_posix())
         page = served.page
-        page.evaluate("() => document.querySelectorAll('.chart.overlay').forEach(e => e.scrollIntoView())")
-        page.wait_for_timeout(500)
+        page.evaluate(DRAW_ALL)
         for d in page.evaluate(DRAWN):
             gaps = [r for r in d["rows"] if r[4] != ""]
             if not gaps:
