@@ -19,4 +19,5 @@ mkdir -p benchmarks/results
 python benchmarks/bench_visualdl.py | tee benchmarks/results/visualdl.txt
 python benchmarks/bench_index.py --runs 10000 | tee benchmarks/results/index-10000-runs.txt
 python benchmarks/bench_dask.py --quick | tee benchmarks/results/dask.txt
+python benchmarks/bench_pages.py  # (writes benchmarks/results/pages.txt)
 python -c "import sys; sys.path.insert(0, 'benchmarks'); import common; common.write_doc()"

@@ -323,18 +323,62 @@
       c.el.setAttribute("aria-busy", "true");  // (for assistive tools and tests: being drawn again)
       if (view) view.finalize();
       c.el._view = null;
-      S.embed(c.el, specFor(c, d)).then(function (v) {
+      var spec = specFor(c, d);
+      inTurn(function () { return c.far ? null : S.embed(c.el, spec); }).then(function (v) {
         c.busy = false;
         c.el.removeAttribute("aria-busy");
+        c.el.style.minHeight = "";
         if (v) v.addEventListener("click", function (ev, item) { legendClick(item); });
-        if (c.dirty) { c.dirty = false; update(c); }
+        if (c.far) drop(c);
+        else if (c.dirty) { c.dirty = false; update(c); }
       });
     }
 
+    // Views are made one at a time, with a pause between them for the browser to paint: Vega
+    // parses, compiles and runs a view in one go, and six asked at once showed none until all were up
+    var queue = Promise.resolve();
+    function inTurn(make) {
+      var got = queue.then(make);
+      queue = got.then(pause, pause);
+      return got;
+    }
+    function pause() { return new Promise(function (done) { setTimeout(done, 0); }); }
+
     function draw(el) {
       var c = charts[Number(el.dataset.k)];
+      c.far = false;
+      if (el.dataset.drawn) return;
       el.dataset.drawn = "1";
       update(c);
+    }
+
+    // A chart far from the screen gives its view up (drawn again when it comes near): a view
+    // holds its whole scenegraph, and a long run page kept every chart it had shown
+    function drop(c) {
+      c.far = true;
+      if (!c.el.dataset.drawn || c.busy) return;  // (a chart being drawn is dropped once it is)
+      c.el.style.minHeight = c.el.getBoundingClientRect().height + "px";  // (the page keeps its length)
+      if (c.el._view) c.el._view.finalize();
+      c.el._view = null;
+      c.key = null;
+      c.dirty = false;
+      delete c.el.dataset.drawn;
+      c.el.classList.remove("drawn", "vega-embed");  // (an empty inline-block would sit on a text line: 5 px more)
+      c.el.textContent = "";
+    }
+
+    // charts are drawn as they come near the screen; on a page of many, those that go far
+    // from it again are dropped (two observers: near for drawing, a wider band for keeping)
+    function watch() {
+      var els = charts.map(function (c) { return c.el; });
+      if (els.length <= 24 || !("IntersectionObserver" in window)) { els.forEach(draw); return; }
+      var near = new IntersectionObserver(function (seen) {
+        seen.forEach(function (e) { if (e.isIntersecting) draw(e.target); });
+      }, { rootMargin: "300px 0px" });
+      var kept = new IntersectionObserver(function (seen) {
+        seen.forEach(function (e) { if (!e.isIntersecting) drop(charts[Number(e.target.dataset.k)]); });
+      }, { rootMargin: "100% 0px" });
+      els.forEach(function (el) { near.observe(el); kept.observe(el); });
     }
 
     function refresh() { charts.forEach(update); }
@@ -583,7 +627,7 @@
 
     readHash();
     syncControls();
-    S.whenVisible(charts.map(function (c) { return c.el; }), draw);
+    watch();
     return {
       state: function () { return state; }, charts: charts, named: named, refresh: refresh,
       hover: function (n) { setHl(n === null ? pinned : n); }
