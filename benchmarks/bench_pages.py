@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import write_events  # noqa: E402
+
 from tests.support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 GROUPS = ["train", "eval", "grad_norm", "lr", "sys"]
