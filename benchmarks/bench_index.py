@@ -13,7 +13,8 @@ opens ``index.html`` over file:// in headless Chromium (/usr/bin/chromium) and r
 - a search for a run that only a late shard holds (shards loaded on demand, as a user waits),
   then searches once every shard is there (the time the page itself takes, min / median / max);
 - a group filter (a model: the shards it loads), two sorts, a page flip;
-- time to open the whole-archive comparison page until its first chart is drawn.
+- time to open the whole-archive comparison page until its first chart is drawn (three opens),
+  its bytes, and on a summarised page (issue 26) the time to expand a group.
 
 ``--code DIR`` builds with the sitegen of another checkout (e.g. main's, side by side);
 ``--keep DIR`` works in DIR and keeps it (the archive is generated once and reused).
@@ -54,6 +55,8 @@ def main() -> None:
     ap.add_argument("--no-build", action="store_true", help="measure the site already built there")
     ap.add_argument("--index-only", action="store_true",
                     help="draw only the index (and the assets) of N runs made in memory: no archive, no run or comparison pages")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="draw only the whole-archive comparison page (and the assets) of N runs made in memory, then open it")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(args.code.resolve()))  # (its sitegen first)
@@ -63,6 +66,21 @@ def main() -> None:
     archive, site = work / "archive", work / args.site
     out: dict = {"runs": args.runs, "code": str(args.code)}
     try:
+        if args.compare_only:
+            if not args.no_build:
+                out["compare_draw_s"] = draw_compare_only(site, args.runs, args.steps)
+            site = site.resolve()
+            from playwright.sync_api import sync_playwright
+
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+                errors: list[str] = []
+                measure_compare(browser, site, out, errors)
+                out["errors"] = errors
+                browser.close()
+            print(f"page errors: {errors or 'none'}")
+            print("RESULT " + json.dumps(out))
+            return
         if args.index_only and not args.no_build:
             out["index_s"] = draw_index_only(site, args.runs)
         elif not archive.exists():
@@ -132,8 +150,89 @@ def draw_index_only(site: Path, n: int) -> float:
     return round(took, 2)
 
 
+def draw_compare_only(site: Path, n: int, steps: int) -> float:
+    """The whole-archive comparison page of ``n`` runs named as ``write_archive`` names them (10
+    projects x 10 models, two tags of ``steps`` float32 points, a config each), made in memory
+    and drawn with the code under test (as a build draws it without a cache); its time."""
+    import random
+    from types import SimpleNamespace as NS
+
+    import numpy as np
+
+    from sitegen.config import Config
+    from sitegen.model import slug
+    from sitegen.pages import compare
+    from sitegen.pages.assets import assets
+    from sitegen.pages.comparepage import compare_files
+
+    shutil.rmtree(site, ignore_errors=True)
+    rnd = random.Random(0)
+    step = np.arange(steps, dtype=np.int64)
+    runs, hps = [], []
+    for i in range(n):
+        p, m = i % 10, (i // 10) % 10
+        name = f"project{p}/model{m}/run{i:05d}"
+        start = 1.7e9 + i * 1000.0
+        lines = []
+        for t, sign in (("train/loss", -1.0), ("eval/accuracy", 1.0)):
+            value = (1.0 + sign * step / steps * (0.5 + rnd.random()) + np.array([rnd.gauss(0, 0.05) for _ in step])).astype(np.float32).astype(np.float64)
+            stats = NS(last_value=float(value[-1]), min_value=float(value.min()), max_value=float(value.max()))
+            series = NS(step=step, wall_time=start + step * 0.5, value=value, levels=None, thinned=False, stats=stats)
+            lines.append(NS(tag=t, label="", series=series))
+        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
+                       end_time=start + steps * 0.5, last_step=steps - 1))
+        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
+    runs.sort(key=lambda r: r.name)
+    hps = [hps[int(r.name[-5:])] for r in runs]
+    a = assets("en")
+    group = compare.groups(runs)[0]
+    t = time.perf_counter()
+    files = compare_files(group, hps, Config(title="bench"), a)
+    took = time.perf_counter() - t
+    for rel, data in {**a.files, **files}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    print(f"drew the whole-archive comparison page of {n} runs (in memory, no archive): {took:.1f} s")
+    return round(took, 2)
+
+
 def _settle(page) -> None:
     page.wait_for_selector("#runs:not([aria-busy])", state="attached", timeout=120_000)
+
+
+def measure_compare(browser, site: Path, out: dict, errors: list[str]) -> None:
+    """The whole-archive comparison page over three opens (a new page each): time to its first
+    chart drawn (navigation start to the first line in the DOM), the page's own bytes and the
+    bytes loaded until then; on a summarised page, then the time to expand its first group."""
+    html = site / "compare" / "all" / "index.html"
+    first, loaded = [], []
+    for k in range(3):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        t = time.perf_counter()
+        page.goto(html.as_uri())
+        page.wait_for_selector(".chart.overlay svg g.smooth_marks path", state="attached", timeout=120_000)
+        first.append(time.perf_counter() - t)
+        local = [Path(u[len("file://"):].split("#")[0]) for u in requests if u.startswith("file://")]
+        loaded.append(sum(q.stat().st_size for q in local if q.is_file()))
+        if k == 2 and page.locator(".group-toggle").count():
+            t = time.perf_counter()
+            page.check(".group-toggle[data-r='0']")
+            page.wait_for_selector("li[data-loaded]", state="attached", timeout=120_000)
+            out["compare_expand_s"] = round(time.perf_counter() - t, 3)
+        page.close()
+    out["compare_all_s"] = round(min(first), 2)
+    out["compare_first_chart"] = [round(x, 3) for x in first]
+    out["compare_html"] = html.stat().st_size
+    out["compare_bytes_to_chart"] = max(loaded)
+    summarised = "compare_expand_s" in out
+    print(f"open whole-archive comparison ({'summarised' if summarised else 'every run a line'}), first chart drawn: "
+          f"{_spread(first)} (min/median/max of 3); page {_mb(out['compare_html'])}, "
+          f"{_mb(max(loaded))} loaded until the first chart (with the site's scripts)")
+    if summarised:
+        print(f"expand the first group (load its runs' script, draw them): {out['compare_expand_s']:.3f} s")
 
 
 def measure(site: Path, runs: int, out: dict) -> None:
@@ -210,11 +309,7 @@ def measure(site: Path, runs: int, out: dict) -> None:
             print(f"page errors: {errors or 'none'}")
             browser.close()
             return
-        t = time.perf_counter()
-        page.goto((site / "compare" / "all" / "index.html").as_uri())
-        page.wait_for_selector(".chart.overlay svg g.smooth_marks path", state="attached", timeout=120_000)
-        out["compare_all_s"] = round(time.perf_counter() - t, 2)
-        print(f"open whole-archive comparison, first chart drawn: {out['compare_all_s']:.2f} s")
+        measure_compare(browser, site, out, errors)
         out["errors"] = errors
         print(f"page errors: {errors or 'none'}")
         browser.close()

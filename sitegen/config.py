@@ -39,6 +39,11 @@ class IndexConfig:
 
 
 @dataclass
+class CompareConfig:
+    summarise_above: int = 1000  # a comparison page of more runs shows each group as a median and a band
+
+
+@dataclass
 class ChartsConfig:
     points_per_chart: int = 2000
 
@@ -102,6 +107,7 @@ class Config:
     tags: TagsConfig = field(default_factory=TagsConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     charts: ChartsConfig = field(default_factory=ChartsConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
     formats: FormatsConfig = field(default_factory=FormatsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
@@ -225,6 +231,8 @@ def _check(cfg: Config, errors: list[str]) -> None:
         errors.append(f"base_url: must be an http(s) URL ending in /, got {cfg.base_url!r}")
     if cfg.charts.points_per_chart < 10:
         errors.append("charts.points_per_chart: must be at least 10")
+    if cfg.compare.summarise_above < 0:
+        errors.append("compare.summarise_above: must be 0 or more")
     for key in ("include", "exclude"):
         for pattern in getattr(cfg.tags, key):
             try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from sitegen.config import Config
 from sitegen.model import HParamValue, SiteRun
-from sitegen.pages import compare
+from sitegen.pages import bands, compare
 from sitegen.pages.assets import Assets
 from sitegen.pages.charts import json_text
 from sitegen.pages.environment import common_context, fmt_value, page_context, render_page, sort_key
@@ -43,12 +43,27 @@ def _compare_page(env, group, hps, config, assets, common, points=None, kept=Non
     rest = {"labels": labels[first:], "charts": hcharts, "configs": configs}
     rest_json = json_text(rest)
     # the curves get what the table, charts and configs leave of the page's data budget
-    overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept, prefix=prefix)
+    t = env.globals["t"]
+    summary = None
+    if len(group.runs) > config.compare.summarise_above:  # each group as a median, a band and its best run
+        own = group.key[-1] if group.key else t("compare.all_runs")
+        text, summary = bands.summary_data(
+            group,
+            labels,
+            metrics,
+            (own, t("compare.other_groups")),
+            budget=compare.BUDGET - len(rest_json),
+            points=points,
+            kept=kept,
+            prefix=prefix,
+        )
+        overlay = compare.Overlay(text, [], summary.tags, False, summary.grid, 0, 0, summary.files)
+    else:
+        overlay = compare.overlay_data(group, labels, budget=compare.BUDGET - len(rest_json), points=points, kept=kept, prefix=prefix)
     # the page's data, {"kind": "compare", **overlay, **rest}, from the two halves (``rest`` is
     # encoded once: for 500 runs that is a third of the data)
     data_json = '{"kind":"compare",' + overlay.text + "," + rest_json[1:]
     crumbs = [("/".join(group.key[: i + 1]), f"../{compare.group_slug(group.key[: i + 1])}/index.html") for i in range(len(group.key) - 1)]
-    t = env.globals["t"]
     page = render_page(
         env.get_template("compare.html"),
         data_json,
@@ -64,6 +79,8 @@ def _compare_page(env, group, hps, config, assets, common, points=None, kept=Non
         crumbs=crumbs,
         metrics=metrics,
         run_items=_run_items(overlay),
+        summary=summary,
+        group_items=_group_items(summary, t) if summary else "",
         table_body=_table_body(table, table_runs, labels[first:], "../../", t),
     )
     return {prefix + "index.html": page, **{prefix + name: data for name, data in overlay.files.items()}}
@@ -81,6 +98,25 @@ def _run_items(overlay: compare.Overlay) -> Markup:
             for i, (label, href) in enumerate(overlay.runs)
         )
     )
+
+
+def _group_items(summary: bands.Summary, t: Callable) -> Markup:
+    """The group picker's items (``<li>`` per group, none ticked): a tick draws its runs."""
+    from markupsafe import Markup, escape
+
+    out = []
+    for i, g in enumerate(summary.members):
+        facts = [t("compare.group_runs", n=len(g.runs))]
+        if g.drawn < len(g.runs):
+            facts.append(t("compare.group_newest", n=g.drawn))
+        if g.nonfinite:
+            facts.append(t("compare.group_nonfinite", n=g.nonfinite))
+        link = f' <a href="{escape(g.link)}" title="{escape(t("compare.group_page"))}">↗</a>' if g.link else ""
+        out.append(
+            f'<li><label><input type="checkbox" class="run-toggle group-toggle" data-r="{i}"> {escape(g.name)}</label>'
+            f' <span class="muted">({escape(" · ".join(facts))})</span>{link}</li>'
+        )
+    return Markup("".join(out))
 
 
 def _table_body(table, table_runs: list[SiteRun], labels: list[str], root: str, t: Callable) -> Markup:

@@ -117,6 +117,7 @@
       outBox = $("outliers"), linkBox = $("zoom-link"), resetBtn = $("zoom-reset"),
       tagInput = $("tag-filter"), runInput = $("run-regex"), err = $("filter-error");
     var toggles = opts.toggles || [];
+    var hashKey = opts.hashKey || "runs";  // the ticked runs' (or a summary's expanded groups') key in the hash
 
     /* state <-> hash */
     function readHash() {
@@ -137,9 +138,9 @@
       s.hl = p.get("hl") || "";
       state = s;
       named = null;
-      if (nRuns && p.has("runs")) {  // ticked runs by slug: this page's or the index's ticks
+      if (nRuns && p.has(hashKey)) {  // ticked runs by slug: this page's or the index's ticks
         var wanted = {}, count = 0;
-        p.get("runs").split(",").forEach(function (x) { if (x && !wanted[x]) { wanted[x] = true; count++; } });
+        p.get(hashKey).split(",").forEach(function (x) { if (x && !wanted[x]) { wanted[x] = true; count++; } });
         state.on = slugs.map(function (x) { return !!wanted[x]; });
         named = { wanted: count, found: state.on.filter(Boolean).length };
       } else {
@@ -159,7 +160,7 @@
       if (!state.link) p.push(["link", "0"]);
       if (state.tags) p.push(["tags", state.tags]);
       if (state.match) p.push(["match", state.match]);
-      if (nRuns && !same(state.on, defaultOn)) p.push(["runs", slugs.filter(function (_, i) { return state.on[i]; }).join(",")]);
+      if (nRuns && !same(state.on, defaultOn)) p.push([hashKey, slugs.filter(function (_, i) { return state.on[i]; }).join(",")]);
       if (state.zoom) p.push(["zoom", state.zoom[0] + "~" + state.zoom[1]]);
       state.log.forEach(function (t) { p.push(["log", t]); });
       if (pinned) p.push(["hl", pinned]);
@@ -235,25 +236,36 @@
     }
 
     function build(c) {
-      var rows = [], series = [], log = isLog(c), zoom = zoomOf(c), few = true, bad = false;
+      var rows = [], series = [], log = isLog(c), zoom = zoomOf(c), few = true, bad = false, band = false;
       var xlo = Infinity, xhi = -Infinity, ys = [];
       c.lines.forEach(function (ln) {
         if (ln.r >= 0 && !state.on[ln.r]) return;
         var xs = xsOf(ln), sm = ema(ln.y, state.w), n = xs.length, lo = 0, hi = n - 1;
+        // a summary's median line carries its group's band (lo, hi), smoothed alike; where no
+        // run has a value there is no point (not a NaN: those are in ln.bad, marked, not drawn)
+        var bLo = ln.lo ? ema(ln.lo, state.w) : null, bHi = ln.hi ? ema(ln.hi, state.w) : null;
         if (zoom) {
           lo = Math.max(0, lowerBound(xs, zoom[0]) - 1);
           hi = Math.min(n - 1, lowerBound(xs, zoom[1]));
         }
-        var ser = { s: ln.s, key: ln.key, x: [], y: [], raw: [] };
+        var ser = { s: ln.s, key: ln.key, dash0: ln.dash, x: [], y: [], raw: [], lo: bLo ? [] : null, hi: [] };
         for (var j = lo; j <= hi; j++) {
           var x = xs[j], raw = ln.y[j], y = sm[j], k = "";
           if (x === null || x === undefined || !isFinite(x)) continue;
+          if (bLo && (raw === null || !isFinite(raw))) continue;
           if (raw === null || !isFinite(raw)) {
             k = raw === null || raw !== raw ? "nan" : raw > 0 ? "+inf" : "-inf";
             raw = null; y = null; bad = true;
-          }
+          } else if (ln.bad && ln.bad[j]) { k = "nan"; bad = true; }
           if (log) { if (raw !== null && raw <= 0) raw = null; if (y !== null && y <= 0) y = null; }
-          rows.push({ s: ln.s, x: x, y: y, raw: raw, k: k });
+          var row = { s: ln.s, x: x, y: y, raw: raw, k: k };
+          if (bLo) {
+            var a = bLo[j], b = bHi[j];
+            if (log) { if (a !== null && a <= 0) a = null; if (b !== null && b <= 0) b = null; }
+            row.lo = a; row.hi = b; ser.lo.push(a); ser.hi.push(b); band = true;
+            if (!zoom || (x >= zoom[0] && x <= zoom[1])) { if (a !== null) ys.push(a); if (b !== null) ys.push(b); }
+          }
+          rows.push(row);
           ser.x.push(x); ser.y.push(y); ser.raw.push(raw);
           if (x < xlo) xlo = x;
           if (x > xhi) xhi = x;
@@ -266,9 +278,9 @@
       ys.sort(function (a, b) { return a - b; });
       var yd = ys.length ? (state.out && ys.length > 10 ? padded(quantile(ys, 0.05), quantile(ys, 0.95), log) : padded(ys[0], ys[ys.length - 1], log)) : (log ? [1, 10] : [0, 1]);
       var st = styles(series.map(function (s) { return s.key; }));
-      series.forEach(function (s, i) { s.colour = st[i].colour; s.dash = st[i].dash; });
-      var key = JSON.stringify([state.x, log, series.map(function (s) { return [s.s, s.colour, s.dash]; }), bad, few, c.lines.length]);
-      return { rows: rows, series: series, xd: xd, yd: yd, key: key, bad: bad, few: few };
+      series.forEach(function (s, i) { s.colour = st[i].colour; s.dash = s.dash0 || st[i].dash; });
+      var key = JSON.stringify([state.x, log, series.map(function (s) { return [s.s, s.colour, s.dash]; }), bad, few, band, c.lines.length]);
+      return { rows: rows, series: series, xd: xd, yd: yd, key: key, bad: bad, few: few, band: band };
     }
 
     function specFor(c, d) {
@@ -297,12 +309,33 @@
         }
       });
       if (d.few) spec.layer[1].mark.point = true;  // a lone point would not show as a line
+      if (d.band) {
+        // a summary has no legend: the group list beside the charts has each group's colour,
+        // and the tooltip names every line (an expanded group's runs would swamp a legend)
+        spec.layer.forEach(function (layer) {
+          ["color", "strokeDash"].forEach(function (ch) { if (layer.encoding[ch]) layer.encoding[ch].legend = null; });
+        });
+        spec.layer.unshift(bandLayer(spec.layer[0]));
+      }
       (spec.params || []).forEach(function (p) {
         if (p.name === "xd") p.value = d.xd;
         if (p.name === "yd") p.value = d.yd;
         if (p.name === "hl") p.value = c.hl;
       });
       return spec;
+    }
+
+    // a summary's bands: the raw lines' layer (its colours, axes, highlight) as areas from lo to hi
+    function bandLayer(raw) {
+      var layer = S.clone(raw), enc = layer.encoding;
+      layer.name = "band";
+      layer.mark = { type: "area", clip: true, interpolate: "linear" };
+      layer.transform = [{ filter: "isValid(datum.lo) && isValid(datum.hi)" }];
+      enc.y.field = "lo";
+      enc.y2 = { field: "hi" };
+      delete enc.strokeDash;
+      if (enc.opacity && enc.opacity.condition) { enc.opacity.condition.value = 0.2; enc.opacity.value = 0.04; }
+      return layer;
     }
 
     function update(c) {
@@ -450,7 +483,7 @@
         if (!s.x.length || best < s.x[0] || best > s.x[s.x.length - 1]) return;
         var j = nearest(s.x, best);
         var d = s.y[j] === null ? Infinity : Math.abs(ysc(s.y[j]) - at.py);
-        items.push({ s: s, y: s.y[j], raw: s.raw[j], d: d });
+        items.push({ s: s, y: s.y[j], raw: s.raw[j], d: d, lo: s.lo ? s.lo[j] : null, hi: s.lo ? s.hi[j] : null });
       });
       var near = null;
       items.forEach(function (it) { if (it.d < Infinity && (!near || it.d < near.d)) near = it; });
@@ -475,7 +508,7 @@
       items.slice(0, MAX).forEach(function (it) {
         var tr = table.appendChild(S.el("tr", it === near ? "near" : ""));
         paint(tr.appendChild(S.el("td")).appendChild(S.el("span", "swatch")), it.s.colour);
-        tr.appendChild(S.el("td", "name", it.s.s));
+        tr.appendChild(S.el("td", "name", it.s.s + (it.s.lo ? " (" + msg("band") + " " + fmt(it.lo) + " – " + fmt(it.hi) + ")" : "")));
         tr.appendChild(S.el("td", "num", fmt(it.y)));
         tr.appendChild(S.el("td", "num", it.raw === null ? msg("nonfinite") : fmt(it.raw)));
       });

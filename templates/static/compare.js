@@ -60,15 +60,16 @@
 
   /* ---------- the overlay charts: drawn by charts.js (window.SITEGEN_CHARTS) ---------- */
 
-  function initCompare(page) {
-    // each tag comes in parts (a few runs each: sitegen.compare._assemble), each part its
-    // lines and their points as one column per field; every line takes its n of them, and its
-    // run index counts from the part's first run (base)
-    // the parts are in the page's piece scripts (window.SITEGEN_PIECES): "from" says which
-    // piece and where in it; a piece that failed to load leaves its runs' lines out
+  // a run's colour key: its slug (from its page's address)
+  function slugsOf(runs) { return runs.map(function (r) { var m = /runs\/([^/]+)\//.exec(r.h); return m ? m[1] : r.n; }); }
+
+  // each tag comes in parts (a few runs each: sitegen.compare._assemble), each part its
+  // lines and their points as one column per field; every line takes its n of them, and its
+  // run index counts from the part's first run (base)
+  // the parts are in the page's piece scripts (window.SITEGEN_PIECES): "from" says which
+  // piece and where in it; a piece that failed to load leaves its runs' lines out
+  function decode(page, slugs) {
     var pieces = window.SITEGEN_PIECES || {};
-    // a run's colour key: its slug (from its page's address), and the sub-run's label
-    var slugs = page.runs.map(function (r) { var m = /runs\/([^/]+)\//.exec(r.h); return m ? m[1] : r.n; });
     page.tags.forEach(function (tg) {
       tg.lines = [];
       tg.parts = (tg.from || []).map(function (f) {
@@ -89,6 +90,12 @@
         });
       });
     });
+  }
+
+  function initCompare(page) {
+    if (page.summary) { initSummary(page); return; }
+    var slugs = slugsOf(page.runs);  // (and a sub-run's label)
+    decode(page, slugs);
     var toggles = Array.prototype.slice.call(document.querySelectorAll(".run-toggle"));
     var items = toggles.map(function (t) { return t.closest("li"); });
     var C = window.SITEGEN_CHARTS;
@@ -122,6 +129,108 @@
     });
     api.highlight = ctl.hover;
     if (ctl.named && ctl.named.wanted) adhocNote(ctl.named);
+    initDiff(page);
+  }
+
+  /* ---------- a summarised page: per group a median line, a band and its best run ----------
+     A group's runs come from its own script (named in summary.groups[].file), loaded when it is
+     ticked; the expanded groups are in the hash (#groups=key,key). */
+
+  function summaryLines(tg, groups) {
+    var x = expand(tg.x), none = x.map(function () { return null; }), lines = [];
+    tg.bands.forEach(function (b) {
+      var g = groups[b[0]], bad = {};
+      b[5].forEach(function (j) { bad[j] = true; });
+      lines.push({ r: -1, s: g.n + " · " + msg("median"), key: g.k, dash: [1, 0], x: x, t: none, w0: 0,
+        y: expand(b[1], true), lo: expand(b[2], true), hi: expand(b[3], true), bad: bad });
+    });
+    tg.best.forEach(function (b) {
+      var g = groups[b[0]], bx = expand(b[1]);
+      lines.push({ r: -1, s: "★ " + g.best, key: g.k, dash: [6, 3], x: bx, t: bx.map(function () { return null; }), w0: 0,
+        y: expand(b[2], true) });
+    });
+    return lines;
+  }
+
+  function initSummary(page) {
+    var groups = page.summary.groups, C = window.SITEGEN_CHARTS, byTag = {}, ctl = null;
+    window.SITEGEN_PIECES = window.SITEGEN_PIECES || {};
+    var charts = Array.prototype.slice.call(document.querySelectorAll(".chart.overlay[data-tag-index]")).map(function (el) {
+      var tg = page.tags[Number(el.dataset.tagIndex)], fig = el.closest("figure"), lines = summaryLines(tg, groups);
+      var c = { el: el, fig: fig, tag: tg.tag, lines: lines, all: lines, logBtn: C.logButton(fig) };
+      byTag[tg.tag] = c;
+      return c;
+    });
+    // the parallel coordinates' brushes keep the runs inside them (by slug; null: no brush); they
+    // filter the drawn runs of ticked groups, not the medians, bands and best runs (all the runs)
+    var kept = null;
+    function filter() {
+      charts.forEach(function (c) { c.lines = kept ? c.all.filter(function (ln) { return !ln.run || kept[ln.run]; }) : c.all; });
+    }
+    var toggles = Array.prototype.slice.call(document.querySelectorAll(".group-toggle"));
+    toggles.forEach(function (t) {
+      var sw = C.paint(document.createElement("span"), C.colour(groups[Number(t.dataset.r)].k));
+      sw.className = "swatch";
+      t.parentNode.insertBefore(sw, t.nextSibling);
+    });
+    var asked = {};
+    function added(k) {  // the group's runs arrived: their lines join the charts, drawn while it is ticked
+      var data = window.SITEGEN_PIECES[groups[k].file];
+      if (!data) return;
+      var slugs = slugsOf(data.runs);
+      decode(data, slugs);
+      data.tags.forEach(function (tg) {
+        var c = byTag[tg.tag];
+        if (c) tg.lines.forEach(function (ln) { ln.run = slugs[ln.r]; ln.r = k; c.all.push(ln); });
+      });
+      filter();
+      toggles[k].closest("li").setAttribute("data-loaded", "1");
+      if (ctl) ctl.refresh();
+    }
+    function load(k) {
+      var g = groups[k];
+      if (asked[k] || !g.file) return;
+      asked[k] = true;
+      var s = document.createElement("script");
+      s.src = g.file;
+      s.onload = function () { s.remove(); added(k); };
+      s.onerror = function () {
+        asked[k] = false;
+        s.remove();
+        toggles[k].closest("li").appendChild(el("span", "warn", " " + msg("group_failed", { name: g.n })));
+      };
+      document.head.appendChild(s);
+    }
+    var host = document.getElementById("pc-chart"), pc = host ? page.charts[Number(host.dataset.pc)] : null, hp = null;
+    if (window.SITEGEN_HPARAMS && pc) {
+      hp = window.SITEGEN_HPARAMS.attach({
+        page: page, slugs: pc.s, names: pc.n,
+        onHover: function (n) { if (ctl) ctl.hover(n); },
+        onChange: function (m) {
+          kept = null;
+          if (m) { kept = {}; m.forEach(function (x, j) { if (x) kept[pc.s[j]] = true; }); }
+          filter();
+          if (ctl) ctl.refresh();
+        }
+      });
+    }
+    ctl = C.init({
+      charts: charts,
+      runs: groups.map(function (g) { return g.n; }),
+      slugs: groups.map(function (g) { return g.k; }),
+      defaultOn: groups.map(function () { return false; }),
+      hashKey: "groups",
+      toggles: toggles,
+      allButton: document.getElementById("runs-all"),
+      noneButton: document.getElementById("runs-none"),
+      onRuns: function (on) {
+        document.getElementById("runs-shown").textContent = on.filter(Boolean).length + " / " + toggles.length;
+        on.forEach(function (x, k) { if (x) load(k); });
+      },
+      onTags: function (visible) { document.getElementById("no-tags").hidden = visible > 0; },
+      onHighlight: function (n) { if (hp) hp.highlight(n); },
+      hashExtra: function () { return hp ? hp.hashText() : ""; }
+    });
     initDiff(page);
   }
 

@@ -28,8 +28,14 @@ def _open_all(page, site: Path):
     page.goto((site / "compare" / "all" / "index.html").as_uri())
     page.wait_for_selector(SMOOTH, timeout=20000)
     page.wait_for_function("document.querySelectorAll('.chart.overlay.drawn').length >= 2", timeout=20000)
-    page.locator(CHART).scroll_into_view_if_needed()  # charts are drawn as they come into view
-    page.wait_for_selector(f"{CHART}.drawn svg", timeout=20000)
+    _show(page)
+
+
+def _show(page):
+    """Bring the chart on screen and wait until it is drawn: on a page of many charts, those far
+    from the screen (or hidden by the tag filter) give their views up and are drawn again when near."""
+    page.locator(CHART).scroll_into_view_if_needed()
+    page.wait_for_selector(f"{CHART}.drawn:not([aria-busy]) svg", timeout=20000)
 
 
 CHART = ".chart.overlay[data-tag-index='0']"  # set by _open_all
@@ -99,8 +105,10 @@ def test_tag_and_run_filters(page, example_site: Path):
     page.fill("#tag-filter", "(")
     assert page.locator("#filter-error").is_visible()
     page.fill("#tag-filter", "")
+    _show(page)  # (hidden by the filter, the chart gave its view up)
     before = _paths(page)
-    page.fill("#run-regex", "gpt2")
+    page.fill("#run-regex", "gpt2")  # (typing scrolls the page to the filter: the chart may go far)
+    _show(page)
     _wait_change(page, before)
     runs = json.loads(page.evaluate("() => JSON.stringify(window.SITEGEN_PAGE.runs.map(r => r.n))"))
     expected = sum(1 for r in runs if "gpt2" in r)

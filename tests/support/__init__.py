@@ -43,7 +43,7 @@ def page_payload(html: Path) -> dict:
     found = re.search(r'<script type="application/json" id="sitegen-page">(.*?)</script>', text, re.S)
     assert found, f"{html}: no page data block"
     data = json.loads(found.group(1))
-    if data.get("kind") == "compare":  # each tag's parts from the page's piece scripts, as the page script takes them
+    if data.get("kind") == "compare" and "summary" not in data:  # each tag's parts from the page's piece scripts, as the page script takes them
         pieces = {}
         for name in data["pieces"]:
             script = (Path(html).parent / name).read_text("utf-8")

@@ -1,0 +1,421 @@
+"""Comparison pages of many runs as summaries: per group (the next folder level below the page)
+and tag, a median line and a quantile band at aligned steps, plus the group's best run; each
+group's own runs are a script beside the page, loaded when it is ticked (``compare.js``).
+
+The band of a group at a step holds each of its runs' value there: the run's last point at or
+before that step, none before its first point or after its last. Non-finite values are left out
+of the band, and counted so the page can say they exist. Only a run's own line of a tag (not
+its sub-runs' lines) is in the band.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sitegen.model import Packed, SiteRun, lower_is_better
+from sitegen.pages import compare
+from sitegen.pages.charts import json_text, numbers
+
+QUANTILES = (0.1, 0.5, 0.9)  # the band's low edge, the median line, its high edge
+GRID = 200  # aligned steps per tag at most
+MIN_GRID = 12
+CELLS = 8_000_000  # runs x aligned steps sampled at once (float64: 64 MB)
+POINTS = 3_000_000  # points read for the whole page at most: picks the level of thinning (each line keeps its extremes)
+MAX_GROUPS = 40  # past this, the smallest groups are summarised together as one "other" group
+GROUP_SHARE = 4  # a group's own runs, loaded on demand, get a quarter of a page's budget
+EXPAND_RUNS = 250  # ... and at most this many of them, the newest (more lines are slow to draw and unreadable)
+OWN = "own"  # the key of the group of the page's own runs (in no sub-folder); a slug has no such name
+OTHER = "other"
+GROUP_PREFIX = "g-"
+
+
+@dataclass(eq=False, repr=False)
+class Member:
+    """One group of a summarised page: its runs (indices into the page's), its name, its key
+    (in the address's hash, and its colour), the link to its own comparison page."""
+
+    name: str
+    key: str
+    runs: list[int]
+    link: str | None = None
+    best: int | None = None  # the run with the best final value of the metric
+    nonfinite: int = 0  # runs with NaN/inf in a summarised tag
+    file: str = ""
+    drawn: int = 0  # of its runs, drawn when it is expanded (the newest that fit its budget)
+
+
+@dataclass(eq=False, repr=False)
+class Summary:
+    """What a summarised page shows: its groups, the metric its best runs are chosen by, the
+    tags (with how many groups have each), tags left out for the budget, and the steps a tag's
+    band has at most."""
+
+    members: list[Member]
+    metric: str | None
+    tags: list[tuple[str, int]]
+    tags_left: int
+    grid: int
+    runs: int
+    nonfinite: int = 0
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+def members(group: compare.Group, own_name: str, other_name: str) -> list[Member]:
+    """The page's runs by the next folder level below it (a run in no sub-folder: the group
+    ``own_name``); past ``MAX_GROUPS``, the smallest groups as one."""
+    n = len(group.key)
+    by: dict[tuple[str, ...], list[int]] = {}
+    for i, r in enumerate(group.runs):
+        by.setdefault(tuple(r.parts[: n + 1]) if len(r.parts) > n + 1 else (), []).append(i)
+    keys = sorted(by)
+    if len(keys) > MAX_GROUPS:
+        big = set(sorted(keys, key=lambda k: (-len(by[k]), k))[: MAX_GROUPS - 1])
+        rest = sorted(i for k in keys if k not in big for i in by[k])
+        keys = [k for k in keys if k in big]
+    else:
+        rest = []
+    out = []
+    for k in keys:
+        if k:
+            out.append(Member(k[-1], compare.group_slug(k), by[k], f"../{compare.group_slug(k)}/index.html"))
+        else:
+            out.append(Member(own_name, OWN, by[k]))
+    if rest:
+        out.append(Member(other_name, OTHER, rest))
+    return out
+
+
+def aligned(run_of: np.ndarray, step: np.ndarray, value: np.ndarray, n_runs: int, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's value at each of ``grid``'s steps, ``(n_runs, len(grid))``: its last point at or
+    before the step (the last logged of equal steps), and where it has one (not before its first
+    point, not after its last). One search over all runs' points, keyed by (run, step)."""
+    if not len(step):
+        return np.full((n_runs, len(grid)), np.nan), np.zeros((n_runs, len(grid)), bool)
+    lo = min(int(step.min()), int(grid.min())) if len(grid) else int(step.min())
+    span = max(int(step.max()), int(grid.max()) if len(grid) else 0) - lo + 1
+    if n_runs * span < 2**62:  # a step's place is its distance from the first (no sort of the steps)
+        rank, grank, width = step - lo, grid - lo, span
+    else:  # steps too far apart for one int64 key: their ranks among all steps
+        uniq = np.unique(np.concatenate([step, grid]))
+        rank, grank, width = np.searchsorted(uniq, step), np.searchsorted(uniq, grid), len(uniq)
+    key = run_of.astype(np.int64) * width + rank
+    if len(key) > 1 and not bool((key[1:] >= key[:-1]).all()):  # (gathered points come in order)
+        order = np.argsort(key, kind="stable")  # stable: the last logged of equal steps stays last
+        key, run_of, rank, value = key[order], run_of[order], rank[order], value[order]
+    counts = np.bincount(run_of, minlength=n_runs)
+    starts = np.cumsum(counts) - counts
+    last = np.where(counts > 0, rank[np.maximum(starts + counts - 1, 0)], -1)
+    q = np.arange(n_runs, dtype=np.int64)[:, None] * width + grank[None, :]
+    pos = np.searchsorted(key, q, side="right") - 1
+    ok = (pos >= starts[:, None]) & (grank[None, :] <= last[:, None])
+    vals = value[np.clip(pos, 0, None)]
+    return np.where(ok, vals, np.nan), ok
+
+
+def quantiles(v: np.ndarray, ps: tuple[float, ...] = QUANTILES) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``v`` (runs x steps), its quantiles ``ps`` over its finite values (linear
+    interpolation, as ``numpy.nanquantile``; NaN where a column has none), and their count."""
+    v = np.where(np.isfinite(v), v, np.nan)
+    s = np.sort(v, axis=0)  # NaN last
+    n = np.isfinite(v).sum(axis=0)
+    out = np.full((len(ps), v.shape[1]), np.nan)
+    cols = np.arange(v.shape[1])
+    for k, p in enumerate(ps):
+        h = p * np.maximum(n - 1, 0)
+        lo = np.floor(h).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+        a, b = s[lo, cols], s[hi, cols]
+        with np.errstate(invalid="ignore"):
+            out[k] = np.where(n > 0, a + (b - a) * (h - lo), np.nan)
+    return out, n
+
+
+def grid_of(steps: np.ndarray, most: int) -> np.ndarray:
+    """The aligned steps of a tag: every step when there are at most ``most``, else ``most``
+    evenly spread from the first to the last."""
+    if not len(steps):
+        return np.zeros(0, np.int64)
+    first, last = int(steps.min()), int(steps.max())
+    if last - first < 4 * len(steps):  # steps close together: which are present, without a sort
+        seen = np.zeros(last - first + 1, bool)
+        seen[steps - first] = True
+        u = np.flatnonzero(seen) + first
+    else:
+        u = np.unique(steps)
+    if len(u) <= most:
+        return u
+    return np.unique(np.round(np.linspace(float(first), float(last), most)).astype(np.int64))
+
+
+def gather(runs: list[SiteRun], points: compare.Points, n_out: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per tag, ``(run index, step, value)`` of every run's own line of it, thinned to the level
+    nearest ``n_out`` points (a run read once, from memory or from the store). A run's lines are
+    picked by index and taken in one go (a few numpy calls a run, not a few a line)."""
+    level = compare._level(n_out)
+    tag_ids: dict[str, int] = {}
+    cols: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # tag id, run, step, value
+    for i, r in enumerate(runs):
+        got = points(r, level)
+        if isinstance(got, Packed):
+            bounds = got.bounds
+            step_all, value_all = got.step, got.value
+        else:
+            spans = [compare._line(ln, n_out, 0.0)[::2] for ln in got]
+            bounds = [0, *np.cumsum([len(st) for st, _ in spans]).tolist()]
+            step_all = np.concatenate([np.asarray(st, np.int64) for st, _ in spans]) if spans else np.zeros(0, np.int64)
+            value_all = np.concatenate([np.asarray(v, np.float64) for _, v in spans]) if spans else np.zeros(0)
+        seen: set[str] = set()
+        starts, sizes, tags = [], [], []
+        for j, ln in enumerate(r.lines[: len(bounds) - 1]):
+            a, b = bounds[j], bounds[j + 1]
+            if ln.label not in ("", "hparams") or ln.tag in seen or b <= a:
+                continue
+            seen.add(ln.tag)
+            starts.append(a)
+            sizes.append(b - a)
+            tags.append(tag_ids.setdefault(ln.tag, len(tag_ids)))
+        if not sizes:
+            continue
+        n = np.asarray(sizes, np.int64)
+        pick = np.repeat(np.asarray(starts, np.int64) - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        cols.append((np.repeat(np.asarray(tags, np.int64), n), np.full(len(pick), i, np.int64), step_all[pick], value_all[pick]))
+    if not cols:
+        return {}
+    tag_of = np.concatenate([c[0] for c in cols])
+    order = np.argsort(tag_of, kind="stable")  # by tag, each in run order
+    run_of = np.concatenate([c[1] for c in cols])[order]
+    step = np.concatenate([c[2] for c in cols]).astype(np.int64)[order]
+    value = np.concatenate([c[3] for c in cols]).astype(np.float64)[order]
+    ends = np.cumsum(np.bincount(tag_of, minlength=len(tag_ids)))
+    out = {}
+    for t, k in tag_ids.items():
+        a, b = (int(ends[k - 1]) if k else 0), int(ends[k])
+        out[t] = (run_of[a:b], step[a:b], value[a:b])
+    return out
+
+
+def best_runs(runs: list[SiteRun], ms: list[Member], metrics: list[str]) -> str | None:
+    """Sets each group's best run: the best final value of the first key metric any run has
+    (lower is better for losses and errors), like the index's ★ marks; that metric."""
+    finals = [compare._finals(r)[0] for r in runs]
+    for m in metrics:
+        if not any(isinstance(f.get(m), float) and math.isfinite(f[m]) for f in finals):
+            continue
+        sign = 1.0 if lower_is_better(m) else -1.0
+        for g in ms:
+            vals = [(sign * finals[i][m], i) for i in g.runs if isinstance(finals[i].get(m), float) and math.isfinite(finals[i][m])]
+            g.best = min(vals)[1] if vals else None
+        return m
+    return None
+
+
+def summary_data(
+    group: compare.Group,
+    labels: list[str],
+    metrics: list[str],
+    names: tuple[str, str],
+    *,
+    budget: int = compare.BUDGET,
+    points: compare.Points | None = None,
+    kept: compare.Kept | None = None,
+    prefix: str = "",
+    group_budget: int = compare.BUDGET // GROUP_SHARE,
+) -> tuple[str, Summary]:
+    """The page's curves as summaries (the members of its data object as JSON text: ``"runs":[],
+    "tags":[...],...,"summary":{...}``) and what its HTML says of them; the groups' run scripts
+    in ``Summary.files``. ``names``: the names of the group of the page's own runs and of the
+    "other" group. With ``kept``, a group's script whose runs did not change since the last
+    build is linked from the live build (``prefix``: the page's folder), not drawn again."""
+    points = points or (lambda r, level: r.lines)
+    ms = members(group, *names)
+    runs = group.runs
+    n_lines = sum(1 for r in runs for ln in r.lines if ln.label in ("", "hparams")) or 1
+    flat = gather(runs, points, int(min(compare.MAX_POINTS, max(compare.MIN_POINTS, POINTS // n_lines))))
+    metric = best_runs(runs, ms, metrics)
+    first = {m: k for k, m in enumerate(metrics)}
+    tags = sorted(flat, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
+    most = int(max(MIN_GRID, min(GRID, CELLS // max(len(runs), 1))))
+    drawn = {t: _tag(flat[t], ms, len(runs), most) for t in tags}
+    bad_runs: set[int] = set()
+    for t in tags:
+        run_of, _, value = flat[t]
+        bad_runs.update(np.unique(run_of[~np.isfinite(value)]).tolist())
+    for g in ms:
+        g.nonfinite = sum(1 for i in g.runs if i in bad_runs)
+    share = group_budget  # (not the page's budget: that moves with the page's table, the scripts would with it)
+    files: dict[str, bytes] = {}
+    heads: dict[str, list] = {}
+    for g in ms:
+        key = _group_key(group, g, labels, share, kept)
+        old = _kept_file(group, key, kept, prefix)
+        if old is None:
+            g.file, g.drawn = _group_file(group, g, labels, share, points, files)
+        else:
+            g.file, g.drawn = old
+        if key is not None:
+            heads[key] = [g.file, g.drawn]
+    if kept is not None:
+        kept.put(group.slug, heads)
+    while True:  # fewer aligned steps, then fewer tags, until the page's data fits
+        parts = [_tag_text(t, drawn[t], ms, flat[t], most) for t in tags]
+        head = _head(group, ms, labels, metric, len(tags), most)
+        size = sum(map(len, parts)) + len(head) + 200
+        if size <= budget * 0.9 or (most <= MIN_GRID and len(tags) <= 1):
+            break
+        if most > MIN_GRID:
+            most = max(MIN_GRID, most // 2)
+        else:
+            keep: list[str] = []
+            used = len(head) + 200
+            for t, p in zip(tags, parts):
+                if used + len(p) > budget * 0.9 and keep:
+                    break
+                keep.append(t)
+                used += len(p)
+            drawn_tags = len(tags)
+            tags = keep
+            if len(tags) == drawn_tags:
+                break
+    left = len(flat) - len(tags)
+    head = _head(group, ms, labels, metric, left, most)
+    order = sorted(range(len(tags)), key=lambda k: str(tags[k]))
+    text = (
+        f'"runs":[],"tags":[{",".join(parts[k] for k in order)}],"pieces":[],"thinned":false,"points":{most},"dropped":0,"on":0,'
+        f'"summary":{head}'
+    )
+    shown = [(tags[k], sum(1 for b in drawn[tags[k]][1:] if b is not None)) for k in order]
+    return text, Summary(ms, metric, shown, left, most, len(runs), len(bad_runs), files)
+
+
+def _tag(flat: tuple[np.ndarray, np.ndarray, np.ndarray], ms: list[Member], n_runs: int, most: int) -> list[Any]:
+    """A tag's aligned steps and, per group, its quantiles and counts there (None: the group
+    has no line of the tag), and which steps hold a non-finite value of one of its runs. The
+    points of each group's runs are taken by run range (gathered in run order)."""
+    run_of, step, value = flat
+    grid = grid_of(step, most)
+    has = np.bincount(run_of, minlength=n_runs) > 0
+    out: list[Any] = [grid]
+    for g in ms:
+        idx = np.asarray(g.runs, np.int64)
+        idx = idx[has[idx]]
+        if not len(idx):
+            out.append(None)
+            continue
+        v, ok = _rows(run_of, step, value, idx, n_runs, grid)
+        q, n = quantiles(v)
+        bad = (ok & ~np.isfinite(v)).any(axis=0)
+        out.append((q, n, bad))
+    return out
+
+
+def _rows(
+    run_of: np.ndarray, step: np.ndarray, value: np.ndarray, idx: np.ndarray, n_runs: int, grid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`aligned` for the runs ``idx`` (ascending) only: their points picked by run range
+    (the points are in run order), not by a mask over every point of the page."""
+    starts = np.searchsorted(run_of, idx, side="left")
+    ends = np.searchsorted(run_of, idx, side="right")
+    sizes = ends - starts
+    pick = np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
+    local = np.repeat(np.arange(len(idx)), sizes)
+    return aligned(local, step[pick], value[pick], len(idx), grid)
+
+
+def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: tuple[np.ndarray, np.ndarray, np.ndarray], most: int) -> str:
+    """A tag's summary as page data: ``{"tag", "x": aligned steps, "bands": [[group, median,
+    low, high, runs there, [steps with NaN/inf]], ...], "best": [[group, x, y], ...]}``, at
+    ``most`` aligned steps or fewer (every k-th of those drawn, and the last)."""
+    grid = drawn[0]
+    keep = np.arange(len(grid))
+    if len(grid) > most:
+        keep = np.unique(np.concatenate([np.arange(0, len(grid), math.ceil(len(grid) / most)), [len(grid) - 1]]))
+    bands, best = [], []
+    run_of, step, value = flat
+    for k, (g, got) in enumerate(zip(ms, drawn[1:])):
+        if got is None:
+            continue
+        q, n, bad = got
+        bands.append(
+            [k, numbers(q[1][keep]), numbers(q[0][keep]), numbers(q[2][keep]), numbers(n[keep]), np.flatnonzero(bad[keep]).tolist()]
+        )
+        if g.best is not None:
+            mine = run_of == g.best
+            if mine.any():
+                s, y = step[mine], value[mine]
+                if len(s) > 2 * most:
+                    pick = np.unique(np.concatenate([np.linspace(0, len(s) - 1, 2 * most).astype(np.int64)]))
+                    s, y = s[pick], y[pick]
+                best.append([k, numbers(s), numbers(y)])
+    return json_text({"tag": tag, "x": numbers(grid[keep]), "bands": bands, "best": best})
+
+
+def _head(group: compare.Group, ms: list[Member], labels: list[str], metric: str | None, tags_left: int, most: int) -> str:
+    rows = []
+    for g in ms:
+        b = g.best
+        rows.append(
+            {
+                "n": g.name,
+                "k": g.key,
+                "h": g.link,
+                "runs": len(g.runs),
+                "file": g.file,
+                "drawn": g.drawn,
+                "bad": g.nonfinite,
+                "best": labels[b] if b is not None else None,
+                "bh": f"../../runs/{group.runs[b].slug}/index.html" if b is not None else None,
+            }
+        )
+    return json_text({"q": [QUANTILES[0], QUANTILES[2]], "metric": metric, "groups": rows, "tags_left": tags_left, "grid": most})
+
+
+def _group_key(group: compare.Group, g: Member, labels: list[str], budget: int, kept: compare.Kept | None) -> str | None:
+    """What a group's script depends on, when its runs' points are in the store: the code, its
+    runs' inputs and labels, and its budget."""
+    if kept is None:
+        return None
+    newest = g.runs[-EXPAND_RUNS:]
+    keys = [kept.keys.get(group.runs[i].slug) for i in newest]
+    if None in keys:
+        return None
+    doc = ["group", kept.salt, budget, [[group.runs[i].slug, k, labels[i]] for i, k in zip(newest, keys)]]
+    return hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _kept_file(group: compare.Group, key: str | None, kept: compare.Kept | None, prefix: str) -> tuple[str, int] | None:
+    """The group's script of the last build, linked into this one; None when there is none."""
+    if key is None or kept is None or kept.have is None or kept.link is None:
+        return None
+    head = kept.get(group.slug, key)
+    if not isinstance(head, list) or len(head) != 2 or type(head[0]) is not str or type(head[1]) is not int:
+        return None
+    if not GROUP_NAME.match(head[0]) or not kept.have(prefix + head[0]) or not kept.link(prefix + head[0]):
+        return None
+    return head[0], head[1]
+
+
+GROUP_NAME = re.compile(rf"^{GROUP_PREFIX}[0-9a-f]{{32}}\.js$")
+
+
+def _group_file(
+    group: compare.Group, g: Member, labels: list[str], budget: int, points: compare.Points, files: dict[str, bytes]
+) -> tuple[str, int]:
+    """A group's newest runs (``EXPAND_RUNS`` at most) as one script (their pieces, then the
+    group's overlay data under its name in ``window.SITEGEN_PIECES``), named by its content;
+    the runs it draws."""
+    newest = g.runs[-EXPAND_RUNS:]
+    sub = compare.Group(group.key, group.slug, [group.runs[i] for i in newest])
+    ov = compare.overlay_data(sub, [labels[i] for i in newest], budget=budget, points=points)
+    body = b"".join(ov.files[n] for n in ov.names)
+    data = ("{" + ov.text + "}").encode("utf-8", "surrogatepass")
+    name = f"{GROUP_PREFIX}{hashlib.sha256(body + data).hexdigest()[:32]}.js"
+    head = f'window.SITEGEN_PIECES=window.SITEGEN_PIECES||{{}};window.SITEGEN_PIECES["{name}"]='
+    files[name] = b"".join((body, head.encode("ascii"), data, b";\n"))
+    return name, len(ov.runs)
