@@ -367,15 +367,22 @@
       });
     }
 
-    // Views are made one at a time, with a pause between them for the browser to paint: Vega
-    // parses, compiles and runs a view in one go, and six asked at once showed none until all were up
+    // Views are made one at a time, each after the browser has painted the one before: Vega
+    // parses, compiles and runs a view in one go, and six asked at once showed none until all were
+    // up. A timer alone is no pause (it runs before the next paint); the next frame is one, and a
+    // tab in the background, which has no frames, goes on after 100 ms
     var queue = Promise.resolve();
     function inTurn(make) {
       var got = queue.then(make);
-      queue = got.then(pause, pause);
+      queue = got.then(painted, painted);
       return got;
     }
-    function pause() { return new Promise(function (done) { setTimeout(done, 0); }); }
+    function painted() {
+      return new Promise(function (done) {
+        var late = setTimeout(done, 100);
+        requestAnimationFrame(function () { clearTimeout(late); setTimeout(done, 0); });
+      });
+    }
 
     function draw(el) {
       var c = charts[Number(el.dataset.k)];

@@ -73,7 +73,7 @@
     var metricAxes = {};
     data.metrics.forEach(function (m) { metricAxes[m.key] = scaled({ id: "m:" + m.key, key: m.key, cat: false, v: m.v, metric: true }); });
     var DEFAULT = data.metrics.length ? data.metrics[0].key : "";
-    var state = { metric: DEFAULT, brush: {} }, axes = [], keep = [], lines = [], parts = {}, drag = null, title = null;
+    var state = { metric: DEFAULT, brush: {} }, axes = [], keep = [], lines = [], parts = {}, drag = null, title = null, typed = null;
 
     function axesNow() {
       var out = hpAxes.slice();
@@ -113,12 +113,13 @@
       });
       return true;
     }
-    function commit() {
+    function commit(again) {  // again: the same change continued (a key held): no new history entry
       var p = S.hashParams(), kept = [];
       if (p) p.forEach(function (v, k) { if (k !== "pc" && k !== "brush") kept.push([k, v]); });
       var h = S.hashText(kept.concat(pairs()));
       if (h === location.hash.replace(/^#/, "")) return;
-      try { history.pushState(null, "", location.pathname + location.search + (h ? "#" + h : "")); } catch (e) { /* file:// in some browsers */ }
+      var url = location.pathname + location.search + (h ? "#" + h : "");
+      try { if (again) history.replaceState(null, "", url); else history.pushState(null, "", url); } catch (e) { /* file:// in some browsers */ }
     }
 
     /* drawing */
@@ -164,8 +165,10 @@
           node("text", { x: x - 5, y: g.y(t[0]) + 4, "text-anchor": "end", "class": "pc-tick-label" + (ax.cat ? " pc-cat" : "") }, a, short(String(t[1])));
         });
         var band = node("rect", { x: x - 8, width: 16, y: 0, height: 0, "class": "pc-brush", visibility: "hidden" }, a);
-        var hit = node("rect", { x: x - HIT / 2, width: HIT, y: g.y(1) - 6, height: g.y(0) - g.y(1) + 12, fill: "transparent", "class": "pc-hit", "data-axis": ax.id }, a);
-        parts[ax.id] = { band: band, x: x, g: g, ax: ax };
+        var cursor = node("rect", { x: x - 10, width: 20, y: 0, height: 8, "class": "pc-cursor", visibility: "hidden" }, a);
+        var hit = node("rect", { x: x - HIT / 2, width: HIT, y: g.y(1) - 6, height: g.y(0) - g.y(1) + 12, fill: "transparent", "class": "pc-hit", "data-axis": ax.id,
+          tabindex: 0, role: "group", "aria-label": msg(ax.cat ? "pc_keys_text" : "pc_keys_number", { axis: ax.key }) }, a);
+        parts[ax.id] = { band: band, cursor: cursor, x: x, g: g, ax: ax };
         hit.addEventListener("pointerdown", function (ev) {
           if (ev.button !== 0) return;
           ev.preventDefault();
@@ -185,6 +188,9 @@
         });
         hit.addEventListener("pointercancel", function () { drag = null; apply(); });
         hit.addEventListener("dblclick", function () { delete state.brush[ax.id]; apply(); commit(); });
+        hit.addEventListener("keydown", function (ev) { if (keyed(ax, ev)) ev.preventDefault(); });
+        hit.addEventListener("focus", function () { typed = null; });
+        hit.addEventListener("blur", function () { parts[ax.id].cursor.setAttribute("visibility", "hidden"); });
       });
       function toP(ev) {  // the pointer's place along the axes, 0 (bottom) to 1 (top)
         var r = svg.getBoundingClientRect(), k = r.height / HEIGHT;
@@ -192,6 +198,59 @@
         return Math.max(0, Math.min(1, 1 - (y - TOP) / (HEIGHT - TOP - BOTTOM)));
       }
       apply();
+    }
+
+    /* the keyboard, on a focused axis: on a number axis the arrows move the brush (a first press
+       makes one of the middle fifth) by 5 % of the axis (1 % with Alt), Shift and the arrows widen
+       and narrow it; on a text axis the arrows move a cursor over the values and Space or Enter
+       takes the value in or out of the brush; Escape, Delete or Backspace clears the axis's brush.
+       Presses in a row make one entry in the history (Back undoes them together). */
+    function keyed(ax, ev) {
+      var up = ev.key === "ArrowUp" || ev.key === "ArrowRight", down = ev.key === "ArrowDown" || ev.key === "ArrowLeft";
+      if (ev.key === "Escape" || ev.key === "Delete" || ev.key === "Backspace") {
+        if (!state.brush[ax.id]) return false;
+        delete state.brush[ax.id];
+        apply();
+        commit();
+        return true;
+      }
+      if (ax.cat) {
+        if (!ax.cats.length) return false;
+        var at = ax.cats.indexOf(ax.cursor);
+        if (up || down) {
+          at = at === -1 ? (up ? 0 : ax.cats.length - 1) : Math.max(0, Math.min(ax.cats.length - 1, at + (up ? 1 : -1)));
+          ax.cursor = ax.cats[at];
+          showCursor(ax);
+          return true;
+        }
+        if ((ev.key === " " || ev.key === "Enter") && at !== -1) {
+          var had = state.brush[ax.id] ? state.brush[ax.id].slice() : [];
+          var cats = had.indexOf(ax.cursor) === -1 ? had.concat([ax.cursor]) : had.filter(function (c) { return c !== ax.cursor; });
+          if (cats.length) state.brush[ax.id] = cats; else delete state.brush[ax.id];
+          apply();
+          commit(typed === ax.id);
+          typed = ax.id;
+          return true;
+        }
+        return false;
+      }
+      if (!(up || down) || !(ax.hi > ax.lo)) return false;
+      var b = state.brush[ax.id], p0 = b ? ax.pos(b[0]) : 0.4, p1 = b ? ax.pos(b[1]) : 0.6;
+      var d = (up ? 1 : -1) * (ev.altKey ? 0.01 : 0.05);
+      if (b && ev.shiftKey) { p0 = Math.max(0, p0 - d / 2); p1 = Math.min(1, p1 + d / 2); if (p1 - p0 < 0.02) return true; }
+      else if (b) { d = Math.max(-p0, Math.min(1 - p1, d)); p0 += d; p1 += d; }
+      state.brush[ax.id] = [round(ax.at(p0)), round(ax.at(p1))];
+      apply();
+      commit(typed === ax.id);
+      typed = ax.id;
+      return true;
+    }
+
+    function showCursor(ax) {
+      var pt = parts[ax.id];
+      if (!pt || ax.cursor === undefined) return;
+      pt.cursor.setAttribute("y", String(pt.g.y(ax.pos(ax.cursor)) - 4));
+      pt.cursor.setAttribute("visibility", "visible");
     }
 
     function showBand(id, p0, p1) {
@@ -265,6 +324,19 @@
     window.addEventListener("popstate", function () { if (read(S.hashParams())) draw(); });
     read(S.hashParams());
     draw();
+    // a window made wider or narrower draws the plot again to its new width
+    var drawnFor = host.clientWidth, resized = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resized);
+      resized = setTimeout(function () {
+        if (host.clientWidth === drawnFor || drag) return;
+        drawnFor = host.clientWidth;
+        var focused = document.activeElement && document.activeElement.getAttribute && document.activeElement.getAttribute("data-axis");
+        draw();
+        var again = Array.prototype.filter.call(host.querySelectorAll(".pc-hit"), function (h) { return h.getAttribute("data-axis") === focused; })[0];
+        if (again) again.focus();
+      }, 150);
+    });
     return {
       hashText: function () { return S.hashText(pairs()); },
       highlight: function (name) {

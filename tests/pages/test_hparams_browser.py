@@ -202,3 +202,56 @@ def test_brushes_over_file_urls(page, site):
     assert want == [f"proj/model/run{i:02d}" for i in range(N_RUNS) if i % 3]
     assert all(d == want for d in _wait_drawn(page, want))
     assert page.log.errors == []
+
+
+def test_brushes_from_the_keyboard_and_a_resized_window(served):
+    """Tab to an axis: the arrows make and move a brush on a number axis (Shift widens it), move
+    over the values of a text axis (Space takes one in); Escape clears; a press held makes one
+    history entry. A window made narrower draws the plot again to its width, the brush kept."""
+    served.open(PAGE)
+    page = served.page
+    everyone = [f"proj/model/run{i:02d}" for i in range(N_RUNS)]
+    assert _wait_drawn(page, everyone)
+    hit = page.locator("#pc-chart .pc-hit[data-axis='h:p00']")
+    assert hit.get_attribute("tabindex") == "0" and "p00" in hit.get_attribute("aria-label")
+    hit.focus()
+    depth = page.evaluate("history.length")
+    page.keyboard.press("ArrowUp")  # a first press: the middle fifth
+    first = _brushes(page.url)["h:p00"]
+    values = sorted(_config(i)["p00"] for i in range(N_RUNS))
+    span = values[-1] - values[0]
+    assert first[0] < first[1] and abs((first[1] - first[0]) - 0.2 * span) < 0.01 * span
+    for _ in range(3):
+        page.keyboard.press("ArrowUp")
+    moved = _brushes(page.url)["h:p00"]
+    assert abs((moved[0] - first[0]) - 0.15 * span) < 0.01 * span and abs((moved[1] - moved[0]) - (first[1] - first[0])) < 0.01 * span
+    page.keyboard.press("Shift+ArrowUp")
+    wider = _brushes(page.url)["h:p00"]
+    assert wider[0] < moved[0] and wider[1] > moved[1]
+    assert page.evaluate("history.length") == depth + 1  # the presses in a row: one entry
+    want = _expected(_brushes(page.url))
+    assert all(d == want for d in _wait_drawn(page, want)) and page.evaluate(LISTED) == want
+    # a text axis: the cursor moves over the values (sorted: adam at the bottom), Space takes one
+    page.locator("#pc-chart .pc-hit[data-axis='h:optimizer']").focus()
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert page.locator("#pc-chart .pc-axis[data-axis='h:optimizer'] .pc-cursor").get_attribute("visibility") == "visible"
+    page.keyboard.press("Space")
+    both = _brushes(page.url)
+    assert both["h:optimizer"] == [["lamb"]] and both["h:p00"] == wider
+    want2 = _expected(both)
+    assert all(d == want2 for d in _wait_drawn(page, want2))
+    # a narrower window: the plot is drawn again to its width, brushes and focus kept
+    before = page.evaluate("document.querySelector('#pc-chart svg').getAttribute('width')")
+    page.set_viewport_size({"width": 700, "height": 900})
+    page.wait_for_function("w => document.querySelector('#pc-chart svg').getAttribute('width') !== w", arg=before, timeout=10000)
+    assert page.locator("#pc-chart .pc-brushed").count() == 2
+    assert page.evaluate("document.activeElement.getAttribute('data-axis')") == "h:optimizer"
+    # Escape clears the focused axis's brush only
+    page.keyboard.press("Escape")
+    assert _brushes(page.url) == {"h:p00": wider}
+    page.locator("#pc-chart .pc-hit[data-axis='h:p00']").focus()
+    page.keyboard.press("Delete")
+    assert _brushes(page.url) == {}
+    assert all(d == everyone for d in _wait_drawn(page, everyone))
+    served.clean()
