@@ -34,7 +34,62 @@ def hparams_view(page, site: Path):
     return page.locator("#parallel")
 
 
-SHOTS: dict[str, Callable] = {"hparams-view": hparams_view}
+class Clip:
+    """A part of the page (boxes of several elements together, e.g. a chart and its tooltip)."""
+
+    def __init__(self, page, *boxes: dict, pad: int = 8) -> None:
+        self.page = page
+        x0, y0 = min(b["x"] for b in boxes) - pad, min(b["y"] for b in boxes) - pad
+        x1, y1 = max(b["x"] + b["width"] for b in boxes) + pad, max(b["y"] + b["height"] for b in boxes) + pad
+        self.clip = {"x": max(0, x0), "y": max(0, y0), "width": x1 - max(0, x0), "height": y1 - max(0, y0)}
+
+    def screenshot(self, path: str) -> None:
+        self.page.screenshot(path=path, clip=self.clip)
+
+
+def _nlp_page(page, site: Path):
+    page.goto((next(site.glob("compare/nlp-*/index.html"))).as_uri())
+    page.wait_for_selector(".chart.overlay.drawn svg", timeout=20000)
+    page.wait_for_timeout(800)
+
+
+def compare_tooltip(page, site: Path):
+    """The NLP project's comparison page: the pointer over a chart, the rule at the nearest step and
+    the tooltip listing every run's value there (smoothed and raw), the hovered run first."""
+    _nlp_page(page, site)
+    chart = page.locator(".chart.overlay.drawn").first
+    chart.scroll_into_view_if_needed()
+    box = chart.locator("svg").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.45, box["y"] + box["height"] * 0.35)
+    page.wait_for_selector("#sg-tip:not([hidden])", timeout=5000)
+    page.wait_for_timeout(300)
+    card = chart.locator("xpath=ancestor::figure[1]").bounding_box()
+    return Clip(page, card, page.locator("#sg-tip").bounding_box())
+
+
+def compare_zoomed(page, site: Path):
+    """The same page with "Ignore outliers" on and a step range dragged on one chart: every chart
+    of the page zoomed to it (the toolbar's Reset zoom lit)."""
+    _nlp_page(page, site)
+    page.locator("#outliers").check()
+    chart = page.locator(".chart.overlay.drawn").first
+    chart.scroll_into_view_if_needed()
+    box = chart.locator("svg").bounding_box()
+    y = box["y"] + box["height"] * 0.4
+    page.mouse.move(box["x"] + box["width"] * 0.35, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.55, y)
+    page.mouse.move(box["x"] + box["width"] * 0.75, y)
+    page.mouse.up()
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(1500)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(500)
+    cards = page.locator("figure.card:not([hidden])")
+    return Clip(page, page.locator("#chart-toolbar").bounding_box(), cards.nth(0).bounding_box(), cards.nth(1).bounding_box())
+
+
+SHOTS: dict[str, Callable] = {"hparams-view": hparams_view, "compare-tooltip": compare_tooltip, "compare-zoomed": compare_zoomed}
 
 
 def main() -> None:

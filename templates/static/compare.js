@@ -129,7 +129,6 @@
     });
     api.highlight = ctl.hover;
     if (ctl.named && ctl.named.wanted) adhocNote(ctl.named);
-    initDiff(page);
   }
 
   /* ---------- a summarised page: per group a median line, a band and its best run ----------
@@ -231,7 +230,6 @@
       onHighlight: function (n) { if (hp) hp.highlight(n); },
       hashExtra: function () { return hp ? hp.hashText() : ""; }
     });
-    initDiff(page);
   }
 
   /* ---------- the parallel coordinates' brushes (hparams.js) filter the runs shown ----------
@@ -309,12 +307,40 @@
     if (picker) { picker.open = true; picker.parentNode.insertBefore(note, picker); }
   }
 
+  /* The hyperparameter table (a row per run: hundreds on a big page) comes in a <template>:
+     parsed with the page but not styled, laid out or painted until it is put in, when the
+     browser is next idle after the first charts or when the table comes near the screen,
+     whichever is first. Laid out with the page, it cost a 450-run page's first chart 0.2 s. */
+  function laterTable(then) {
+    var tpl = document.getElementById("hp-table-later"), io = null, done = false;
+    if (!tpl) { then(); return; }
+    function put() {
+      if (done) return;
+      done = true;
+      if (io) io.disconnect();
+      tpl.parentNode.replaceChild(document.importNode(tpl.content, true), tpl);
+      then();
+    }
+    if ("IntersectionObserver" in window) {
+      io = new IntersectionObserver(function (seen) {
+        if (seen.some(function (e) { return e.isIntersecting; })) put();
+      }, { rootMargin: "100% 0px" });
+      io.observe(tpl.parentNode);
+    }
+    if (window.requestIdleCallback) window.requestIdleCallback(put, { timeout: 2000 });
+    else setTimeout(put, 500);
+  }
+
   S.ready(function () {
     var page = S.pageData();
     forEach(document.querySelectorAll("table.sortable"), makeSortable);
-    var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");
-    if (hpFilter && hpTable) makeFilter(hpFilter, hpTable, document.getElementById("hp-count"));
     if (page && page.kind === "compare" && window.vegaEmbed && window.SITEGEN_CHARTS) initCompare(page);
     S.drawCharts();
+    laterTable(function () {
+      var hpFilter = document.getElementById("hp-filter"), hpTable = document.getElementById("hp-table");
+      if (hpTable) makeSortable(hpTable);
+      if (hpFilter && hpTable) makeFilter(hpFilter, hpTable, document.getElementById("hp-count"));
+      if (page) initDiff(page);
+    });
   });
 })(window.SITEGEN);

@@ -152,6 +152,8 @@ def test_pages_in_chromium(hostile_site, page):
     for html in pages:
         page.goto(html.as_uri())
         page.wait_for_load_state("load")
+        # a comparison page puts its hyperparameter table in after the first charts
+        page.wait_for_function("() => !document.getElementById('hp-table-later')", timeout=20000)
         assert page.evaluate("typeof window.__xss") == "undefined", html
         hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
         for h in hrefs:

@@ -145,6 +145,7 @@ def test_config_diff_lists_exactly_the_differing_keys(page, example_site: Path):
     (bert,) = (example_site / "compare").glob("nlp-bert-base-*/index.html")  # its two runs
     page.goto(bert.as_uri())
     page.wait_for_selector(SMOOTH, timeout=20000)
+    page.wait_for_selector("#hp-table", state="attached", timeout=20000)  # (put in after the first charts)
     picks = page.locator("input.diff-pick")
     assert picks.count() >= 2
     assert "two or more" in page.inner_text("#config-diff")
@@ -188,3 +189,31 @@ def test_comparison_page_data_stays_within_budget(many_runs_site: Path):
     html = (many_runs_site / "compare" / "all" / "index.html").read_text("utf-8")
     assert 'id="thinned-note"' in html
     assert len(payload["configs"]) == 200 and "model.depth" in payload["configs"][0]
+
+
+def test_the_hparam_table_comes_after_the_first_charts_and_sorts_and_filters(page, example_site: Path):
+    """The table is a <template> in the page (parsed, not laid out) until the charts had their first
+    frame or it comes near the screen; then it is the page's table, sortable and filterable."""
+    html = example_site / "compare" / "all" / "index.html"
+    rows = html.read_text("utf-8").split('<template id="hp-table-later">', 1)[1].split("</template>", 1)[0].count("<tr")
+    # (text_content: the table is laid out only near the screen, and innerText reads the layout)
+    for url in (html.as_uri(), html.as_uri() + "#hparams"):  # (the second: scrolled to the table at once)
+        page.goto("about:blank")
+        page.goto(url)
+        page.wait_for_selector("#hp-table", state="attached", timeout=20000)
+        assert page.locator("#hp-table-later").count() == 0
+        assert page.locator("#hp-table tr").count() == rows
+        body = page.locator("#hp-table tbody tr")
+        total = body.count()
+        assert page.text_content("#hp-count").startswith(f"{total} ")
+        first_run = body.nth(0).locator("td").nth(1).text_content()
+        page.fill("#hp-filter", first_run)
+        shown = [body.nth(i).is_visible() for i in range(total)]
+        assert 1 <= sum(shown) < total and shown[0], (url, first_run, shown)
+        page.fill("#hp-filter", "")
+        run_head = page.locator("#hp-table thead th[data-type='text'] button")
+        run_head.click()
+        names = [body.nth(i).locator("td").nth(1).text_content() for i in range(total)]
+        run_head.click()
+        assert [body.nth(i).locator("td").nth(1).text_content() for i in range(total)] == names[::-1]
+    assert page.log.errors == [], page.log.errors
