@@ -53,6 +53,15 @@ def _nlp_page(page, site: Path):
     page.wait_for_timeout(800)
 
 
+def compare_page(page, site: Path):
+    """The top of the vision/resnet18 comparison page as it opens: the toolbar, the run list, the
+    first charts."""
+    page.goto((next(site.glob("compare/vision-resnet18-*/index.html"))).as_uri())
+    page.wait_for_selector(".chart.overlay.drawn svg", timeout=20000)
+    page.wait_for_timeout(1500)
+    return Clip(page, {"x": 0, "y": 0, "width": 1300, "height": 900}, pad=0)
+
+
 def compare_tooltip(page, site: Path):
     """The NLP project's comparison page: the pointer over a chart, the rule at the nearest step and
     the tooltip listing every run's value there (smoothed and raw), the hovered run first."""
@@ -89,7 +98,7 @@ def compare_zoomed(page, site: Path):
     return Clip(page, page.locator("#chart-toolbar").bounding_box(), cards.nth(0).bounding_box(), cards.nth(1).bounding_box())
 
 
-SHOTS: dict[str, Callable] = {"hparams-view": hparams_view, "compare-tooltip": compare_tooltip, "compare-zoomed": compare_zoomed}
+SHOTS: dict[str, Callable] = {"hparams-view": hparams_view, "compare-page": compare_page, "compare-tooltip": compare_tooltip, "compare-zoomed": compare_zoomed}
 
 
 def main() -> None:
