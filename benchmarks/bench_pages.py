@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import write_events  # noqa: E402
+from common import FIRST_FRAME, write_events  # noqa: E402
 
 from tests.support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
@@ -95,19 +95,6 @@ def run_page(browser, site: Path, tries: int) -> list[dict]:
     return out
 
 
-# Read in the page, not by polling it from here: the time of the first frame that paints a chart's
-# lines (a poll answers only when the page is idle, after every chart it is busy drawing). The
-# watch starts when the document is parsed (charts are drawn after that): watching the parse of
-# 19,000 nodes would cost the page itself some 70 ms
-FIRST_FRAME = """
-document.addEventListener('DOMContentLoaded', function () {
-  new MutationObserver(function (_, obs) {
-    if (!document.querySelector('.chart.overlay svg g.smooth_marks path, .chart.overlay canvas')) return;
-    obs.disconnect();
-    requestAnimationFrame(function () { window.__firstChart = performance.now(); });
-  }).observe(document.body, { subtree: true, childList: true });
-}, { capture: true });
-"""
 
 
 def compare_page(browser, site: Path, tries: int) -> list[float]:
