@@ -116,53 +116,70 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _made_runs(n: int, lines_of) -> tuple[list, list[dict]]:
+    """``n`` runs as ``write_archive`` names them (10 projects x 10 models), made in memory, and
+    their configs, in the order a build lists them; ``lines_of(start)`` gives a run's lines, its
+    end time and its last step."""
+    from types import SimpleNamespace as NS
+
+    from sitegen.model import slug
+
+    runs, hps = [], []
+    for i in range(n):
+        p, m = i % 10, (i // 10) % 10
+        name = f"project{p}/model{m}/run{i:05d}"
+        start = 1.7e9 + i * 1000.0
+        lines, end, last = lines_of(start)
+        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
+                       end_time=end, last_step=last))
+        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
+    runs.sort(key=lambda r: r.name)
+    return runs, [hps[int(r.name[-5:])] for r in runs]
+
+
+def _write_site(site: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+
+
 def draw_index_only(site: Path, n: int) -> float:
-    """The index of ``n`` runs as ``write_archive`` names them (10 projects x 10 models, two tags,
-    a config each), drawn from runs made in memory with the code under test; its time."""
+    """The index of ``n`` runs (two tags, a config each), drawn from runs made in memory with the
+    code under test; its time."""
     import random
     from types import SimpleNamespace as NS
 
     from sitegen.config import Config
-    from sitegen.model import slug
     from sitegen.pages import compare
     from sitegen.pages.assets import assets
     from sitegen.pages.index import index_files
 
     shutil.rmtree(site, ignore_errors=True)
     rnd = random.Random(0)
-    runs, hps = [], []
-    for i in range(n):
-        p, m = i % 10, (i // 10) % 10
-        name = f"project{p}/model{m}/run{i:05d}"
-        lines = [NS(tag=t, label="", series=NS(stats=NS(last_value=rnd.random()))) for t in ("train/loss", "eval/accuracy")]
-        start = 1.7e9 + i * 1000.0
-        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
-                       end_time=start + 9.5, last_step=19))
-        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
-    runs.sort(key=lambda r: r.name)  # (the order a build lists them in)
-    hps = [hps[int(r.name[-5:])] for r in runs]
+
+    def lines_of(start: float) -> tuple[list, float, int]:
+        return [NS(tag=t, label="", series=NS(stats=NS(last_value=rnd.random()))) for t in ("train/loss", "eval/accuracy")], start + 9.5, 19
+
+    runs, hps = _made_runs(n, lines_of)
     a = assets("en")
     t = time.perf_counter()
     files = index_files(runs, hps, compare.groups(runs), Config(title="bench"), a, [])
     took = time.perf_counter() - t
-    for rel, data in {**a.files, **files}.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_bytes(data)
+    _write_site(site, {**a.files, **files})
     print(f"drew the index of {n} runs (in memory, no archive): {took:.1f} s")
     return round(took, 2)
 
 
 def draw_compare_only(site: Path, n: int, steps: int) -> float:
-    """The whole-archive comparison page of ``n`` runs named as ``write_archive`` names them (10
-    projects x 10 models, two tags of ``steps`` float32 points, a config each), made in memory
-    and drawn with the code under test (as a build draws it without a cache); its time."""
+    """The whole-archive comparison page of ``n`` runs (two tags of ``steps`` float32 points, a
+    config each), made in memory and drawn with the code under test (as a build draws it without
+    a cache); its time."""
     import random
     from types import SimpleNamespace as NS
 
     import numpy as np
 
     from sitegen.config import Config
-    from sitegen.model import slug
     from sitegen.pages import compare
     from sitegen.pages.assets import assets
     from sitegen.pages.comparepage import compare_files
@@ -170,30 +187,23 @@ def draw_compare_only(site: Path, n: int, steps: int) -> float:
     shutil.rmtree(site, ignore_errors=True)
     rnd = random.Random(0)
     step = np.arange(steps, dtype=np.int64)
-    runs, hps = [], []
-    for i in range(n):
-        p, m = i % 10, (i // 10) % 10
-        name = f"project{p}/model{m}/run{i:05d}"
-        start = 1.7e9 + i * 1000.0
+
+    def lines_of(start: float) -> tuple[list, float, int]:
         lines = []
         for t, sign in (("train/loss", -1.0), ("eval/accuracy", 1.0)):
             value = (1.0 + sign * step / steps * (0.5 + rnd.random()) + np.array([rnd.gauss(0, 0.05) for _ in step])).astype(np.float32).astype(np.float64)
             stats = NS(last_value=float(value[-1]), min_value=float(value.min()), max_value=float(value.max()))
             series = NS(step=step, wall_time=start + step * 0.5, value=value, levels=None, thinned=False, stats=stats)
             lines.append(NS(tag=t, label="", series=series))
-        runs.append(NS(name=name, slug=slug(name), title=name, parts=tuple(name.split("/")), lines=lines, start_time=start,
-                       end_time=start + steps * 0.5, last_step=steps - 1))
-        hps.append({"lr": 10 ** -(2 + i % 3), "batch_size": 32 * (1 + i % 4), "seed": i, "model.depth": 8 + m, "model.width": 256})
-    runs.sort(key=lambda r: r.name)
-    hps = [hps[int(r.name[-5:])] for r in runs]
+        return lines, start + steps * 0.5, steps - 1
+
+    runs, hps = _made_runs(n, lines_of)
     a = assets("en")
     group = compare.groups(runs)[0]
     t = time.perf_counter()
     files = compare_files(group, hps, Config(title="bench"), a)
     took = time.perf_counter() - t
-    for rel, data in {**a.files, **files}.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_bytes(data)
+    _write_site(site, {**a.files, **files})
     print(f"drew the whole-archive comparison page of {n} runs (in memory, no archive): {took:.1f} s")
     return round(took, 2)
 

@@ -224,9 +224,7 @@
           return true;
         }
         if ((ev.key === " " || ev.key === "Enter") && at !== -1) {
-          var had = state.brush[ax.id] ? state.brush[ax.id].slice() : [];
-          var cats = had.indexOf(ax.cursor) === -1 ? had.concat([ax.cursor]) : had.filter(function (c) { return c !== ax.cursor; });
-          if (cats.length) state.brush[ax.id] = cats; else delete state.brush[ax.id];
+          toggled(ax, ax.cursor);
           apply();
           commit(typed === ax.id);
           typed = ax.id;
@@ -262,6 +260,13 @@
       pt.band.setAttribute("visibility", "visible");
     }
 
+    // a value of a text axis taken into its brush, or out of it (the last one out: no brush)
+    function toggled(ax, value) {
+      var had = state.brush[ax.id] || [];
+      var cats = had.indexOf(value) === -1 ? had.concat([value]) : had.filter(function (c) { return c !== value; });
+      if (cats.length) state.brush[ax.id] = cats; else delete state.brush[ax.id];
+    }
+
     // a drag from p0 to p1 (a click: p0 = p1) on an axis becomes its brush
     function brushed(ax, p0, p1) {
       var small = (p1 - p0) * (HEIGHT - TOP - BOTTOM) < 4;
@@ -270,10 +275,8 @@
         if (small || !cats.length) {  // a click: the nearest value, added to (or taken from) the brush
           var mid = (p0 + p1) / 2, best = ax.cats[0];
           ax.cats.forEach(function (c) { if (Math.abs(ax.pos(c) - mid) < Math.abs(ax.pos(best) - mid)) best = c; });
-          var had = state.brush[ax.id] ? state.brush[ax.id].slice() : [];
-          cats = had.indexOf(best) === -1 ? had.concat([best]) : had.filter(function (c) { return c !== best; });
-        }
-        if (cats.length) state.brush[ax.id] = cats; else delete state.brush[ax.id];
+          toggled(ax, best);
+        } else state.brush[ax.id] = cats;
       } else {
         if (small) { apply(); return; }  // a click on a number axis keeps its brush
         state.brush[ax.id] = ax.hi > ax.lo ? [round(ax.at(p0)), round(ax.at(p1))] : [ax.lo, ax.hi];
