@@ -50,6 +50,7 @@ SHARD = 1
 #: document. A damaged summary is then never read as values: the run is drawn again.
 _SUMMARY_MAGIC = b"SGSUM05\n"
 _PIECES_MAGIC = b"SGPCS03\n"
+_GATHERED_MAGIC = b"SGGTH01\n"  # the points a summarised comparison page gathered for a group (Store.put_gathered)
 _BLOB_MARK = b"\nSGBLOB1"  # the end of a kept blob, before its CRC-32  # the head of a piece of a comparison page (Store.put_pieces)
 #: the points columns of a run summary, in file order, with the types they are read back as;
 #: each is kept in the narrowest of its ``entries.NARROW`` types that holds it exactly
@@ -292,6 +293,52 @@ class Store:
         except OSError as exc:
             _unless_disk_fault(exc)
             log.warning("cannot keep the pieces of comparison page %s: %s", slug, exc)
+
+    def get_gathered(self, slug: str, name: str) -> tuple[dict, dict[str, np.ndarray]] | None:
+        """What :meth:`put_gathered` kept for group ``name`` of comparison page ``slug``: its
+        document and its arrays; None when there is none or it is damaged."""
+        if self.root is None:
+            return None
+        try:
+            data = Path(self._gathered_path(slug, name)).read_bytes()
+            at = len(_GATHERED_MAGIC) + 4
+            if not data.startswith(_GATHERED_MAGIC) or zlib.crc32(data[at:]) != int.from_bytes(data[at - 4 : at], "little"):
+                return None
+            size = int.from_bytes(data[at : at + 8], "little")
+            doc = json.loads(str(data[at + 8 : at + 8 + size], "utf-8", "surrogatepass"))
+            arrays, pos = {}, at + 8 + size
+            for key, dtype, n in doc.pop("arrays"):
+                width = np.dtype(dtype).itemsize
+                arrays[key] = np.frombuffer(data, dtype, n, pos)
+                pos += width * n
+            return doc, arrays
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def put_gathered(self, slug: str, name: str, doc: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Keep a summarised comparison page's points of one of its groups for the next build
+        (see :func:`sitegen.pages.bands.summary_data`): magic, CRC-32 of the rest, the length of
+        the JSON document, the document (``doc`` and the arrays' types and lengths), the arrays."""
+        if self.root is None:
+            return
+        cols = [np.ascontiguousarray(a) for a in arrays.values()]
+        head = {**doc, "arrays": [[k, a.dtype.str, len(a)] for k, a in zip(arrays, cols)]}
+        body = json.dumps(head).encode("utf-8", "surrogatepass")
+        rest: list[bytes | memoryview] = [len(body).to_bytes(8, "little"), body, *(a.data.cast("B") for a in cols)]
+        crc = 0
+        for part in rest:
+            crc = zlib.crc32(part, crc)
+        try:
+            self._ready()
+            _put(Path(self._gathered_path(slug, name)), [_GATHERED_MAGIC, crc.to_bytes(4, "little"), *rest])
+        except OSError as exc:
+            _unless_disk_fault(exc)
+            log.warning("cannot keep the points of comparison page %s: %s", slug, exc)
+
+    def _gathered_path(self, slug: str, name: str) -> str:
+        assert self.root is not None
+        digest = hashlib.sha256(json.dumps([slug, name]).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{self.root}/bands/{digest}"
 
     def _ready(self) -> None:
         """The cache folder exists (made once per process)."""

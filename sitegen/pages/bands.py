@@ -154,7 +154,12 @@ def grid_of(steps: np.ndarray, most: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(float(first), float(last), most)).astype(np.int64))
 
 
-def gather(runs: list[SiteRun], points: compare.Points, n_out: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+#: per tag, ``(run, step, value)`` of each run's own line of it, in run order (``run``: the run's
+#: index among those gathered)
+Tagged = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def gather(runs: list[SiteRun], points: compare.Points, n_out: int) -> Tagged:
     """Per tag, ``(run index, step, value)`` of every run's own line of it, thinned to the level
     nearest ``n_out`` points (a run read once, from memory or from the store). A run's lines are
     picked by index and taken in one go (a few numpy calls a run, not a few a line)."""
@@ -201,6 +206,71 @@ def gather(runs: list[SiteRun], points: compare.Points, n_out: int) -> dict[str,
     return out
 
 
+def member_points(group: compare.Group, g: Member, points: compare.Points, n_out: int, kept: compare.Kept | None) -> Tagged:
+    """:func:`gather` of a group's runs. Why kept: a rebuild would read every run of the page
+    again; with ``kept``, the last build's points of the group are taken for its unchanged runs."""
+    runs = [group.runs[i] for i in g.runs]
+    if kept is None or kept.load is None or kept.save is None:
+        return gather(runs, points, n_out)
+    keys = [kept.keys.get(r.slug) for r in runs]
+    if None in keys or len(set(keys)) != len(keys):  # (points not all from the store)
+        return gather(runs, points, n_out)
+    doc = {"salt": kept.salt, "level": compare._level(n_out), "keys": keys}
+    last = kept.load(group.slug, g.key)
+    got = None if last is None else _spliced(last, doc, runs, points, n_out)
+    if got is not None and got[1]:
+        return got[0]
+    tagged = gather(runs, points, n_out) if got is None else got[0]
+    tags = sorted(tagged)
+    arrays = {f"{c}{k}": tagged[t][j] for k, t in enumerate(tags) for j, c in enumerate("rsv")}
+    kept.save(group.slug, g.key, {**doc, "tags": tags}, arrays)
+    return tagged
+
+
+def _spliced(
+    last: tuple[dict, dict[str, np.ndarray]], doc: dict, runs: list[SiteRun], points: compare.Points, n_out: int
+) -> tuple[Tagged, bool] | None:
+    """The last build's points of a group with its changed runs' points read again (and
+    whether nothing changed); None when they cannot be reused (another level or code, or the
+    unchanged runs in another order)."""
+    head, arrays = last
+    if head.get("salt") != doc["salt"] or head.get("level") != doc["level"] or not isinstance(head.get("keys"), list):
+        return None
+    where = {k: j for j, k in enumerate(head["keys"])}
+    new_of_old = np.full(len(head["keys"]), -1, np.int64)
+    fresh = []
+    for i, k in enumerate(doc["keys"]):
+        j = where.get(k)
+        if j is None:
+            fresh.append(i)
+        else:
+            new_of_old[j] = i
+    moved = new_of_old[new_of_old >= 0]
+    if len(moved) > 1 and not bool((moved[1:] > moved[:-1]).all()):
+        return None
+    same = not fresh and len(moved) == len(new_of_old)
+    add = gather([runs[i] for i in fresh], points, n_out) if fresh else {}
+    fresh_at = np.asarray(fresh, np.int64)
+    old_tags = {t: k for k, t in enumerate(head.get("tags", []))}
+    out: Tagged = {}
+    for t in sorted({*old_tags, *add}):
+        if t in old_tags:
+            k = old_tags[t]
+            r_old, s, v = arrays[f"r{k}"], arrays[f"s{k}"], arrays[f"v{k}"]
+            r = new_of_old[r_old]
+            keep = r >= 0
+            r, s, v = (r, s, v) if keep.all() else (r[keep], s[keep], v[keep])
+        else:
+            r, s, v = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        if t in add:
+            ar, add_s, add_v = add[t]
+            at = np.searchsorted(r, fresh_at[ar], side="left")  # (a changed run is not among the kept ones)
+            r, s, v = np.insert(r, at, fresh_at[ar]), np.insert(s, at, add_s), np.insert(v, at, add_v)
+        if len(r):
+            out[t] = (r, s, v)
+    return out, same
+
+
 def best_runs(runs: list[SiteRun], ms: list[Member], metrics: list[str]) -> str | None:
     """Sets each group's best run: the best final value of the first key metric any run has
     (lower is better for losses and errors), like the index's ★ marks; that metric."""
@@ -237,18 +307,19 @@ def summary_data(
     ms = members(group, *names)
     runs = group.runs
     n_lines = sum(1 for r in runs for ln in r.lines if ln.label in ("", "hparams")) or 1
-    flat = gather(runs, points, int(min(compare.MAX_POINTS, max(compare.MIN_POINTS, POINTS // n_lines))))
+    n_out = int(min(compare.MAX_POINTS, max(compare.MIN_POINTS, POINTS // n_lines)))
+    flat = [member_points(group, g, points, n_out, kept) for g in ms]  # per group, per tag
     metric = best_runs(runs, ms, metrics)
     first = {m: k for k, m in enumerate(metrics)}
-    tags = sorted(flat, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
+    every_tag = {t for f in flat for t in f}
+    tags = sorted(every_tag, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
     most = int(max(MIN_GRID, min(GRID, CELLS // max(len(runs), 1))))
-    drawn = {t: _tag(flat[t], ms, len(runs), most) for t in tags}
-    bad_runs: set[int] = set()
-    for t in tags:
-        run_of, _, value = flat[t]
-        bad_runs.update(np.unique(run_of[~np.isfinite(value)]).tolist())
-    for g in ms:
-        g.nonfinite = sum(1 for i in g.runs if i in bad_runs)
+    drawn = {t: _tag([f.get(t) for f in flat], ms, most) for t in tags}
+    for g, f in zip(ms, flat):
+        bad: set[int] = set()
+        for run_of, _, value in f.values():
+            bad.update(np.unique(run_of[~np.isfinite(value)]).tolist())
+        g.nonfinite = len(bad)
     share = group_budget  # (not the page's budget: that moves with the page's table, the scripts would with it)
     files: dict[str, bytes] = {}
     heads: dict[str, list] = {}
@@ -264,7 +335,7 @@ def summary_data(
     if kept is not None:
         kept.put(group.slug, heads)
     while True:  # fewer aligned steps, then fewer tags, until the page's data fits
-        parts = [_tag_text(t, drawn[t], ms, flat[t], most) for t in tags]
+        parts = [_tag_text(t, drawn[t], ms, [f.get(t) for f in flat], most) for t in tags]
         head = _head(group, ms, labels, metric, len(tags), most)
         size = sum(map(len, parts)) + len(head) + 200
         if size <= budget * 0.9 or (most <= MIN_GRID and len(tags) <= 1):
@@ -283,7 +354,7 @@ def summary_data(
             tags = keep
             if len(tags) == drawn_tags:
                 break
-    left = len(flat) - len(tags)
+    left = len(every_tag) - len(tags)
     head = _head(group, ms, labels, metric, left, most)
     order = sorted(range(len(tags)), key=lambda k: str(tags[k]))
     text = (
@@ -291,44 +362,27 @@ def summary_data(
         f'"summary":{head}'
     )
     shown = [(tags[k], sum(1 for b in drawn[tags[k]][1:] if b is not None)) for k in order]
-    return text, Summary(ms, metric, shown, left, most, len(runs), len(bad_runs), files)
+    return text, Summary(ms, metric, shown, left, most, len(runs), sum(g.nonfinite for g in ms), files)
 
 
-def _tag(flat: tuple[np.ndarray, np.ndarray, np.ndarray], ms: list[Member], n_runs: int, most: int) -> list[Any]:
+def _tag(flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], ms: list[Member], most: int) -> list[Any]:
     """A tag's aligned steps and, per group, its quantiles and counts there (None: the group
-    has no line of the tag), and which steps hold a non-finite value of one of its runs. The
-    points of each group's runs are taken by run range (gathered in run order)."""
-    run_of, step, value = flat
-    grid = grid_of(step, most)
-    has = np.bincount(run_of, minlength=n_runs) > 0
+    has no line of the tag), and which steps hold a non-finite value of one of its runs
+    (``flat``: each group's points of the tag, see :func:`member_points`)."""
+    grid = grid_of(np.concatenate([f[1] for f in flat if f is not None] or [np.zeros(0, np.int64)]), most)
     out: list[Any] = [grid]
-    for g in ms:
-        idx = np.asarray(g.runs, np.int64)
-        idx = idx[has[idx]]
-        if not len(idx):
+    for g, f in zip(ms, flat):
+        if f is None:
             out.append(None)
             continue
-        v, ok = _rows(run_of, step, value, idx, n_runs, grid)
+        v, ok = aligned(f[0], f[1], f[2], len(g.runs), grid)
         q, n = quantiles(v)
         bad = (ok & ~np.isfinite(v)).any(axis=0)
         out.append((q, n, bad))
     return out
 
 
-def _rows(
-    run_of: np.ndarray, step: np.ndarray, value: np.ndarray, idx: np.ndarray, n_runs: int, grid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`aligned` for the runs ``idx`` (ascending) only: their points picked by run range
-    (the points are in run order), not by a mask over every point of the page."""
-    starts = np.searchsorted(run_of, idx, side="left")
-    ends = np.searchsorted(run_of, idx, side="right")
-    sizes = ends - starts
-    pick = np.repeat(starts - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
-    local = np.repeat(np.arange(len(idx)), sizes)
-    return aligned(local, step[pick], value[pick], len(idx), grid)
-
-
-def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: tuple[np.ndarray, np.ndarray, np.ndarray], most: int) -> str:
+def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], most: int) -> str:
     """A tag's summary as page data: ``{"tag", "x": aligned steps, "bands": [[group, median,
     low, high, runs there, [steps with NaN/inf]], ...], "best": [[group, x, y], ...]}``, at
     ``most`` aligned steps or fewer (every k-th of those drawn, and the last)."""
@@ -337,16 +391,16 @@ def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: tuple[np.ndarr
     if len(grid) > most:
         keep = np.unique(np.concatenate([np.arange(0, len(grid), math.ceil(len(grid) / most)), [len(grid) - 1]]))
     bands, best = [], []
-    run_of, step, value = flat
-    for k, (g, got) in enumerate(zip(ms, drawn[1:])):
-        if got is None:
+    for k, (g, got, f) in enumerate(zip(ms, drawn[1:], flat)):
+        if got is None or f is None:
             continue
         q, n, bad = got
         bands.append(
             [k, numbers(q[1][keep]), numbers(q[0][keep]), numbers(q[2][keep]), numbers(n[keep]), np.flatnonzero(bad[keep]).tolist()]
         )
         if g.best is not None:
-            mine = run_of == g.best
+            run_of, step, value = f
+            mine = run_of == g.runs.index(g.best)
             if mine.any():
                 s, y = step[mine], value[mine]
                 if len(s) > 2 * most:

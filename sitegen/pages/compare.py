@@ -126,7 +126,8 @@ class Kept:
     of a piece of a page kept by the last build (:meth:`Piece.head`), ``put(slug, heads)``: the
     page's piece heads of this build. ``have(rel)``: whether the live build has the piece's file,
     ``link(rel)``: link it into this build (False when that failed); without them no piece is
-    taken from the last build."""
+    taken from the last build. ``load(slug, name)``/``save(slug, name, doc, arrays)``: the
+    points a summarised page gathered for one of its groups (:mod:`sitegen.pages.bands`)."""
 
     keys: dict[str, str]
     salt: str
@@ -134,6 +135,8 @@ class Kept:
     put: Callable[[str, dict], None]
     have: Callable[[str], bool] | None = None
     link: Callable[[str], bool] | None = None
+    load: Callable[[str, str], tuple[dict, dict[str, np.ndarray]] | None] | None = None
+    save: Callable[[str, str, dict, dict[str, np.ndarray]], None] | None = None
 
 
 @dataclass(eq=False, repr=False)

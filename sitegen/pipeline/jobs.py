@@ -276,4 +276,6 @@ def kept_pieces(store: Store, keys: dict[str, str], have: Callable[[str], bool],
     (``have(rel)``), linked into this one by ``link(rel)``."""
     if store.root is None:
         return None
-    return compare.Kept(keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, have, link)
+    return compare.Kept(
+        keys, cache_keys.code_fingerprint(), store.get_piece, store.put_pieces, have, link, store.get_gathered, store.put_gathered
+    )

@@ -1,5 +1,6 @@
 """Summarised comparison pages on a rebuild: a group's runs script whose runs did not change is
-the live build's file, linked (not drawn again); the pages equal a build from scratch."""
+the live build's file, linked (not drawn again); only the changed runs' points are read again;
+the pages equal a build from scratch."""
 from __future__ import annotations
 
 import shutil
@@ -23,6 +24,9 @@ def test_unchanged_groups_scripts_are_linked(tmp_path: Path, monkeypatch):
     drawn: list[str] = []
     draw = bands._group_file
     monkeypatch.setattr(bands, "_group_file", lambda group, g, *a: drawn.append(g.name) or draw(group, g, *a))
+    gathered: list[str] = []  # the runs whose points a summarised page read
+    gather = bands.gather
+    monkeypatch.setattr(bands, "gather", lambda runs, *a: gathered.extend(r.name for r in runs) or gather(runs, *a))
     out, cache = tmp_path / "site", tmp_path / "cache"
     build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial()))
     assert sorted(drawn) == ["model"] * 4 + ["proj0", "proj1"]  # the whole archive's groups; the project and model pages' one
@@ -35,9 +39,11 @@ def test_unchanged_groups_scripts_are_linked(tmp_path: Path, monkeypatch):
     shutil.rmtree(grown)
     write_run(grown, tags=["loss", "acc"], steps=70, seed=13, start=1.7e9 + 3)
     drawn.clear()
+    gathered.clear()
     build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial()))
     after = scripts()
     assert sorted(drawn) == ["model", "model", "proj1"]  # the grown run's groups only
+    assert gathered == ["proj1/model/run3"] * 3  # its points, once for each of its 3 pages
     assert after["proj0"] == before["proj0"] and after["proj1"][0] != before["proj1"][0]
 
     def pages(site: Path) -> dict[str, bytes]:
@@ -45,3 +51,25 @@ def test_unchanged_groups_scripts_are_linked(tmp_path: Path, monkeypatch):
 
     build(root, tmp_path / "fresh", BuildOptions(config=cfg, use_cache=False, executor=Serial()))
     assert pages(out) == pages(tmp_path / "fresh")
+
+
+def test_damaged_kept_points_are_read_again(tmp_path: Path):
+    root = tmp_path / "logs"
+    for i in range(5):
+        write_run(root / "proj" / f"m{i % 2}" / f"run{i}", tags=["loss"], steps=30, seed=i, start=1.7e9 + i)
+    cfg = Config(compare=CompareConfig(summarise_above=3))
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial()))
+    kept = sorted((cache / "bands").iterdir())
+    assert kept
+    for path in kept:  # a flipped byte in each: the CRC tells, and the points are read again
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    grown = root / "proj" / "m1" / "run3"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["loss"], steps=50, seed=3, start=1.7e9 + 3)
+    build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial()))
+    build(root, tmp_path / "fresh", BuildOptions(config=cfg, use_cache=False, executor=Serial()))
+    for page in (tmp_path / "fresh").resolve().glob("compare/*/*"):
+        assert (out.resolve() / page.relative_to((tmp_path / "fresh").resolve())).read_bytes() == page.read_bytes(), page
