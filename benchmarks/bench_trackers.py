@@ -9,8 +9,9 @@ fixtures of ``tests/fixtures/trackers/``, written by the real packages): ``train
 with ``json.dumps(indent=2, sort_keys=True)`` and a train row (4 values) every step plus an eval
 row every 10; a Lightning ``metrics.csv`` (CRLF, sorted header, sparse rows); a Keras
 ``training.log`` (``epoch`` first, ``NA``); dvclive ``plots/metrics/*.tsv`` (timestamp, step,
-value), one file per metric. pyarrow reads the same numbers twice: the files themselves (the log
-rows as JSON lines, one object per row; each CSV/TSV file as it is, with type inference), and
+value), one file per metric. pyarrow reads the same numbers three ways: the files themselves, by
+path as a user would (the log rows as JSON lines, one object per row; each CSV/TSV file as it is,
+with type inference), the same from bytes already in memory ("pyarrow bytes"), and
 the run's scalars as one long CSV (``tag,step,value``). A ratio above 1: sitegen is faster.
 """
 
@@ -121,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
 
     root = HERE / ".cache" / "trackers"
     paths = make(root, args.rows)
-    print(f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'pyarrow file s':>15} {'ratio':>6} {'pyarrow long s':>15} {'ratio':>6}")
+    print(
+        f"{'format':<10} {'scalars':>9} {'sitegen s':>10} {'pyarrow file s':>15} {'ratio':>6} {'pyarrow bytes s':>16} {'ratio':>6}"
+        f" {'pyarrow long s':>15} {'ratio':>6}   (load {os.getloadavg()[0]:.1f})"
+    )
     for fmt, folder in paths.items():
         (source,) = [s for s in scan(folder.parent if fmt != "keras" else folder) if s.format == fmt]
         reader = READERS[fmt]
@@ -129,18 +133,23 @@ def main(argv: list[str] | None = None) -> int:
         long = long_csv(run)
         fns = {"ours": lambda: reader.read(source)}  # noqa: B023
         if fmt == "hftrainer":
+            rows = str(root / "hf-rows.jsonl")
             data = (root / "hf-rows.jsonl").read_bytes()
-            fns["file"] = lambda: pajson.read_json(io.BytesIO(data))  # noqa: B023
+            fns["file"] = lambda: pajson.read_json(rows)  # noqa: B023
+            fns["bytes"] = lambda: pajson.read_json(io.BytesIO(data))  # noqa: B023
         else:
+            files = [str(p) for p in source.files if p.suffix in (".csv", ".log", ".tsv")]
             blobs = [p.read_bytes() for p in source.files if p.suffix in (".csv", ".log", ".tsv")]
             opts = pacsv.ParseOptions(delimiter="\t" if fmt == "dvclive" else ",")
             conv = pacsv.ConvertOptions(null_values=["", "NA"])
-            fns["file"] = lambda: [pacsv.read_csv(io.BytesIO(b), parse_options=opts, convert_options=conv) for b in blobs]  # noqa: B023
+            fns["file"] = lambda: [pacsv.read_csv(f, parse_options=opts, convert_options=conv) for f in files]  # noqa: B023
+            fns["bytes"] = lambda: [pacsv.read_csv(io.BytesIO(b), parse_options=opts, convert_options=conv) for b in blobs]  # noqa: B023
         fns["long"] = lambda: pacsv.read_csv(io.BytesIO(long))  # noqa: B023
         t = best_of(fns, args.repeat)
         n = run.scalars.num_rows
         print(
-            f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['file']:>15.3f} {t['file'] / t['ours']:>6.2f} {t['long']:>15.3f} {t['long'] / t['ours']:>6.2f}"
+            f"{fmt:<10} {n:>9,} {t['ours']:>10.3f} {t['file']:>15.3f} {t['file'] / t['ours']:>6.2f} {t['bytes']:>16.3f}"
+            f" {t['bytes'] / t['ours']:>6.2f} {t['long']:>15.3f} {t['long'] / t['ours']:>6.2f}"
         )
     return 0
 

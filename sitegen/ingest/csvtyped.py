@@ -8,7 +8,6 @@ ones is numeric), so Arrow parses the numbers directly instead of strings then c
 from __future__ import annotations
 
 import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -60,7 +59,7 @@ def _typed(data: bytes, delim: str, missing: Sequence[str]) -> Wide | None:
     names = [f"c{i}" for i in range(len(header))]
     try:
         table = pacsv.read_csv(
-            io.BytesIO(data[nl + 1 :]),
+            pa.BufferReader(pa.py_buffer(data).slice(nl + 1)),  # the rows, not copied
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=delim, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(column_types={n: pa.float64() for n in names}, null_values=list(missing)),
@@ -121,22 +120,23 @@ def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int
     return grouped_table(to_series(wide, step_col, rows, skip))
 
 
-def to_series(
-    wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]
-) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``{tag: (steps, wall times, values)}`` of the wide columns (see :func:`to_long`)."""
+def to_series(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]) -> dict[str, tuple[np.ndarray, None, np.ndarray]]:
+    """``{tag: (steps, None, values)}`` of the wide columns (no wall times; see :func:`to_long`)."""
     steps_f = wide.values[step_col][rows]
     with np.errstate(invalid="ignore"):
         ok = wide.present[step_col][rows] & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
-    steps = np.where(ok, steps_f, 0).astype(np.int64)
-    series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    every = bool(ok.all())
+    steps = steps_f.astype(np.int64) if every else np.where(ok, steps_f, 0).astype(np.int64)
+    series: dict[str, tuple[np.ndarray, None, np.ndarray]] = {}
     for j, name in enumerate(wide.header):
         if j == step_col or j in skip or not name:
             continue
         keep = wide.present[j][rows] & ok
         n = int(keep.sum())
-        if n:
-            series[name] = (steps[keep], np.full(n, np.nan), wide.values[j][rows][keep])
+        if n == len(keep):  # a dense column (Keras, HF train rows): views, not copies
+            series[name] = (steps, None, wide.values[j][rows])
+        elif n:
+            series[name] = (steps[keep], None, wide.values[j][rows][keep])
     return series
 
 

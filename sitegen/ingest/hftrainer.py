@@ -182,9 +182,10 @@ _EDGE = 1 << 16  # where the fast path looks for the start and the end of log_hi
 
 def _fast(buf: np.ndarray) -> dict[str, Any] | None:
     """The state as ``TrainerState.save_to_json`` lays it out (indent 2, sorted keys), its log
-    rows parsed by ``pyarrow.json``: in place, the commas between rows and the line ends inside
-    rows become spaces, so that the rows are JSON lines. None (``buf`` as it was) when the
-    layout or a value is not what that writer makes."""
+    rows parsed by ``pyarrow.json`` as one object: the space before ``"log_history"`` becomes
+    ``{`` and the byte after its ``]`` becomes ``}``, so no pass over the rows is needed to make
+    them JSON lines. None (``buf`` as it was) when the layout or a value is not what that writer
+    makes."""
     import pyarrow.json as pajson  # lazy: keeps a rebuild that changes nothing quick
 
     start = buf[:_EDGE].tobytes().find(_OPEN)
@@ -199,21 +200,29 @@ def _fast(buf: np.ndarray) -> dict[str, Any] | None:
         return None
     if not isinstance(state, dict) or state.get("log_history") != []:
         return None
-    body = buf[lo:hi]
-    nl = np.flatnonzero(body == 10)
-    nl = nl[nl >= 2]
-    between = (body[nl - 1] == ord(",")) & (body[nl - 2] == ord("}"))
-    commas, inside = nl[between] - 1, nl[~between]
-    body[commas] = body[inside] = ord(" ")
-    try:
-        table = pajson.read_json(pa.BufferReader(pa.py_buffer(body)))
-        names = table.column_names
-    except (pa.ArrowException, ValueError):  # bad JSON, or bad UTF-8 in a key
-        table, names = None, []
-    if table is None or "step" not in names or table.column("step").type != pa.int64() or table.column("step").null_count:
-        body[commas], body[inside] = ord(","), 10
+    key, close = start + 2, hi + 2  # the space before '"log_history"', the byte after its "]"
+    if close >= len(buf) or buf[key] != ord(" ") or buf[close] not in (ord(","), ord("\n")):
         return None
-    state["log_history"] = table
+    saved = buf[close]
+    buf[key], buf[close] = ord("{"), ord("}")
+    one = buf[key : close + 1]
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(pa.py_buffer(one)),
+            read_options=pajson.ReadOptions(block_size=len(one) + 1),  # one object: one block
+            parse_options=pajson.ParseOptions(newlines_in_values=True),
+        )
+        rows = table.column("log_history").chunk(0).flatten() if table.num_rows == 1 else None
+        names = [rows.type.field(i).name for i in range(rows.type.num_fields)] if isinstance(rows, pa.StructArray) else []
+    except (pa.ArrowException, ValueError, KeyError):  # bad JSON, bad UTF-8 in a key (a ValueError), rows not objects
+        rows, names = None, []
+    buf[key], buf[close] = ord(" "), saved
+    if not isinstance(rows, pa.StructArray) or rows.null_count:
+        return None
+    history = pa.Table.from_arrays(rows.flatten(), names=names) if len(set(names)) == len(names) else None
+    if history is None or "step" not in names or history.column("step").type != pa.int64() or history.column("step").null_count:
+        return None
+    state["log_history"] = history
     return state
 
 
@@ -243,7 +252,8 @@ def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
         if name == "epoch":
             present[-1] = present[-1] & ~evaluation
     wide = Wide(header, values, present, table.num_rows, 0, lambda i: None)
-    return to_long(wide, header.index("step"), keep, set()), summary
+    rows: "slice | np.ndarray" = keep if not keep.all() else slice(None)  # no summary row: no copies
+    return to_long(wide, header.index("step"), rows, set()), summary
 
 
 def _tag(key: str) -> str:

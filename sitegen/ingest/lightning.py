@@ -85,7 +85,7 @@ def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
     data = read_or_note(path, roots, run.problems)
     if data is None:
         return
-    series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    series: dict[str, tuple[np.ndarray, None, np.ndarray]] = {}
     decoded = 0
     for start, block in _blocks(data):
         before = len(run.problems)
@@ -100,11 +100,7 @@ def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
             _once_per_step(wide, wide.header.index("epoch"), wide.header.index("step"))
         for tag, got in to_series(wide, wide.header.index("step"), slice(None), set()).items():
             old = series.get(tag)
-            series[tag] = (
-                got
-                if old is None
-                else (np.concatenate([old[0], got[0]]), np.concatenate([old[1], got[1]]), np.concatenate([old[2], got[2]]))
-            )
+            series[tag] = got if old is None else (np.concatenate([old[0], got[0]]), None, np.concatenate([old[2], got[2]]))
     run.files.append(SourceFile(path, len(data), decoded))
     run.scalars = grouped_table(series)
 

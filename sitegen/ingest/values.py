@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
 
-from sitegen.model import RUN_SCALARS_SCHEMA, empty_scalars, numeric_array, remember_tag_groups
+from sitegen.model import RUN_SCALARS_SCHEMA, empty_scalars, numeric_array, remember_tag_groups, strings_from_codes
 
 
 def number(v: Any) -> float | None:
@@ -59,36 +59,90 @@ class Columns:
         steps = np.array(self.steps, np.int64)
         values = np.array(self.values, np.float64)
         parts = {tag: codes == code for tag, code in self.names.items()}
-        return grouped_table({tag: (steps[m], np.full(int(m.sum()), np.nan), values[m]) for tag, m in parts.items()})
+        return grouped_table({tag: (steps[m], None, values[m]) for tag, m in parts.items()})
 
 
-def grouped_table(series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pa.Table:
-    """A run's scalars table from ``{tag: (steps, wall times, values)}``: tags in name order,
-    each tag's points in file order. Why grouped: the tag column is then made of runs of one
-    string (cheap to build), and the site's grouping by tag finds the rows already in place."""
+#: a tag with at least this many points is a chunk of the table of its own, its columns used as
+#: they are (no copy); the points of smaller tags are gathered into shared chunks
+OWN_CHUNK = 4096
+_SHARED_ROWS = 1 << 16  # rows of small tags per shared chunk (their tag bytes stay far below 2 GiB)
+
+
+def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np.ndarray]]) -> pa.Table:
+    """A run's scalars table from ``{tag: (steps, wall times or None for NaN, values)}``: tags in
+    name order, each tag's points in file order. Why grouped and chunked: a large tag's steps and
+    values become its chunk without being copied into one long column, its tag strings are one
+    repeated string (no lookup per row), and the site's grouping by tag finds the rows in place."""
     tags = sorted(t for t, cols in series.items() if len(cols[0]))
     if not tags:
         return empty_scalars()
     counts = [len(series[t][0]) for t in tags]
-    raw = [t.encode("utf-8", "surrogatepass") for t in tags]
-    total = sum(len(b) * c for b, c in zip(raw, counts))
-    if total >= 2**31:
-        tag_array = pa.array(np.repeat(np.array(tags, dtype=object), counts), pa.string())
-    else:
-        offsets, base = [np.zeros(1, np.int32)], 0
-        for b, c in zip(raw, counts):
-            offsets.append(np.arange(1, c + 1, dtype=np.int32) * len(b) + base)
-            base += len(b) * c
-        data = b"".join(b * c for b, c in zip(raw, counts))
-        tag_array = pa.StringArray.from_buffers(sum(counts), pa.py_buffer(np.concatenate(offsets)), pa.py_buffer(data))
-    table = pa.Table.from_arrays(
+    nan = np.full(max(counts), np.nan)  # views of it: the wall times of tags that have none
+    batches: list[pa.RecordBatch] = []
+    small: list[str] = []
+    rows = 0
+    for tag, n in zip(tags, counts):
+        if n >= OWN_CHUNK:
+            if small:  # the smaller tags before it first: chunks stay in tag order
+                batches.append(_shared_chunk(small, series, nan))
+                small, rows = [], 0
+            batches += _own_chunks(tag, series[tag], nan)
+            continue
+        small.append(tag)
+        rows += n
+        if rows >= _SHARED_ROWS:
+            batches.append(_shared_chunk(small, series, nan))
+            small, rows = [], 0
+    if small:
+        batches.append(_shared_chunk(small, series, nan))
+    table = pa.Table.from_batches(batches, schema=RUN_SCALARS_SCHEMA)
+    code_type = np.int16 if len(tags) < 2**15 else np.int64
+    remember_tag_groups(table, tags, np.repeat(np.arange(len(tags), dtype=code_type), counts))
+    return table
+
+
+def _repeated(tag: str, n: int) -> pa.Array:
+    """``n`` copies of ``tag`` as a string array (offsets a ramp, bytes one repeat)."""
+    raw = tag.encode("utf-8", "surrogatepass")
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def _own_chunks(tag: str, cols: tuple[np.ndarray, "np.ndarray | None", np.ndarray], nan: np.ndarray) -> list[pa.RecordBatch]:
+    """One large tag as record batches of at most as many rows as keep its tag bytes under 2 GiB."""
+    steps, walls, values = cols
+    n = len(steps)
+    cap = max(1, (2**31 - 1) // max(1, len(tag.encode("utf-8", "surrogatepass"))))
+    names = _repeated(tag, min(n, cap))
+    out = []
+    for a in range(0, n, cap):
+        b = min(n, a + cap)
+        out.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    names.slice(0, b - a),
+                    numeric_array(steps[a:b], "<i8"),
+                    numeric_array(nan[: b - a] if walls is None else walls[a:b], "<f8"),
+                    numeric_array(values[a:b], "<f8"),
+                ],
+                schema=RUN_SCALARS_SCHEMA,
+            )
+        )
+    return out
+
+
+def _shared_chunk(
+    tags: list[str], series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np.ndarray]], nan: np.ndarray
+) -> pa.RecordBatch:
+    """Small tags' points gathered into one record batch."""
+    cols = [series[t] for t in tags]
+    counts = [len(c[0]) for c in cols]
+    return pa.RecordBatch.from_arrays(
         [
-            tag_array,
-            numeric_array(np.concatenate([series[t][0] for t in tags]), "<i8"),
-            numeric_array(np.concatenate([series[t][1] for t in tags]), "<f8"),
-            numeric_array(np.concatenate([series[t][2] for t in tags]), "<f8"),
+            strings_from_codes(tags, np.repeat(np.arange(len(tags)), counts)),
+            numeric_array(np.concatenate([c[0] for c in cols]), "<i8"),
+            numeric_array(np.concatenate([nan[:k] if c[1] is None else c[1] for c, k in zip(cols, counts)]), "<f8"),
+            numeric_array(np.concatenate([c[2] for c in cols]), "<f8"),
         ],
         schema=RUN_SCALARS_SCHEMA,
     )
-    remember_tag_groups(table, tags, np.repeat(np.arange(len(tags)), counts))
-    return table
