@@ -216,7 +216,8 @@ def _fast(buf: np.ndarray) -> dict[str, Any] | None:
         names = [rows.type.field(i).name for i in range(rows.type.num_fields)] if isinstance(rows, pa.StructArray) else []
     except (pa.ArrowException, ValueError, KeyError):  # bad JSON, bad UTF-8 in a key (a ValueError), rows not objects
         rows, names = None, []
-    buf[key], buf[close] = ord(" "), saved
+    finally:  # the caller's buffer as it was, whatever happened
+        buf[key], buf[close] = ord(" "), saved
     if not isinstance(rows, pa.StructArray) or rows.null_count:
         return None
     history = pa.Table.from_arrays(rows.flatten(), names=names) if len(set(names)) == len(names) else None
