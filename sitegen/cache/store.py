@@ -174,7 +174,7 @@ class Store:
             return None
 
     def _summary_read(self, key: str, level: int | None, doc: bool) -> Any:
-        """The JSON document of a summary file (``doc``; its points checked whole too), else its points: (per-line point
+        """The JSON document of a summary file (``doc``), else its points: (per-line point
         counts, {column: values}) with only the points drawn at ``level`` or a coarser one when
         ``level`` is given (the first points kept), in file order. None when the file is
         missing, or (dropped with a warning) damaged."""
@@ -203,13 +203,11 @@ class Store:
             if len(types) != len(codes):
                 return None
             row = _row_type(types)
-            if doc:  # with all its points checked too: one read
-                points = 4 * lines + n * row.itemsize
-                both = os.pread(fd, points + size, _SUMMARY_HEAD)
-                if len(both) != points + size or zlib.crc32(both[:points]) != crcs[1 + _LEVEL_SLOTS]:
-                    return _damaged_summary(path, "points checksum mismatch")
-                part = both[points:]
-                return part if zlib.crc32(part) == crcs[-1] else _damaged_summary(path, "document checksum mismatch")
+            if doc:  # the document alone: its points are checked when they are read
+                part = os.pread(fd, size, _SUMMARY_HEAD + 4 * lines + n * row.itemsize)
+                if len(part) != size or zlib.crc32(part) != crcs[-1]:
+                    return _damaged_summary(path, "document checksum mismatch")
+                return part
             at += 32
             m = n if level is None else int.from_bytes(start[at + 8 * level : at + 8 * level + 8], "little")
             part = os.pread(fd, 4 * lines + m * row.itemsize, _SUMMARY_HEAD)  # one read: points are kept row by row
@@ -228,9 +226,8 @@ class Store:
         return None if self.root is None else str(self._entry_path(path))
 
     def get_summary(self, key: str) -> dict | None:
-        """A run's summary when it is whole, all its points included (checked before a run is
-        reused from it: a comparison page reads its points later, when drawing it again is too
-        late); the points stay on disk: :meth:`get_points`."""
+        """A run's summary document (None: missing or damaged). Its points are not read: most
+        rebuilds read none of an unchanged run's, and :meth:`get_points` checks those it reads."""
         got = self._summary_read(key, None, doc=True)
         try:
             return None if got is None else json.loads(got)

@@ -26,7 +26,9 @@ from sitegen.pipeline.jobs import (
     Output,
     RunJob,
     draw_group,
+    draw_run,
     group_key,
+    keep_summary,
     page_names,
     process_run,
     reuse_run,
@@ -113,7 +115,7 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         write_index(plan, stage, news)  # and this process meanwhile draws the index,
         trend_keys = draw_trends(plan, stage, news)  # the trend pages
         write_changes(plan, stage, news)  # and what's new
-        take_pages(stage, pages)
+        take_pages(plan, stage, pages)
         step("publishing", 4, 4)
         problems = write_report_and_manifest(plan, stage, {**pages.keys, **trend_keys})
         stage.commit()
@@ -268,27 +270,45 @@ def write_index(plan: Plan, stage: Staging, news: dict | None) -> None:
         stage.write(rel, data)
 
 
-def take_pages(stage: Staging, pages: Pages) -> None:
+def take_pages(plan: Plan, stage: Staging, pages: Pages) -> None:
     """The comparison pages from the executor, in order, into this build."""
     for job, result in zip(pages.jobs, pages.results):
-        _take_page(stage, job, result)
+        _take_page(plan, stage, job, result)
 
 
-def _take_page(stage: Staging, job: GroupJob, result: GroupResult) -> None:
+def _take_page(plan: Plan, stage: Staging, job: GroupJob, result: GroupResult) -> None:
     """A comparison page a worker drew: adopted when it wrote it, else written here with the
-    live build's pieces it reused linked; when the live build lost one of those meanwhile, the
-    page is drawn again here (the piece then drawn, as a local build would)."""
-    if result.written is not None:
-        stage.adopt(result.written)
-        return
-    if stage.link_many(result.linked):
+    live build's pieces it reused linked. It is drawn again here (the pieces then drawn, as a
+    local build would) when the live build lost one of those pieces meanwhile, or when the
+    cache lost a run's points (that run is then read again: :func:`_with_run_read_again`)."""
+    if result.lost is None:
+        if result.written is not None:
+            stage.adopt(result.written)
+            return
+        if not stage.link_many(result.linked):
+            for rel in page_names(result.files):
+                stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+            return
         stage.unlink(result.linked)
+    while True:
+        if result.lost is not None:
+            job = _with_run_read_again(plan, job, result.lost)
         old = stage.old_under(f"compare/{job.group.slug}/")
-        again = draw_group(replace(job, out=Output(stage.root, stage.previous, old), live=frozenset()))
-        stage.adopt(again.written or {})
-        return
-    for rel in page_names(result.files):
-        stage.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
+        result = draw_group(replace(job, out=Output(stage.root, stage.previous, old), live=frozenset()))
+        if result.lost is None:
+            break
+    stage.adopt(result.written or {})
+
+
+def _with_run_read_again(plan: Plan, job: GroupJob, slug: str) -> GroupJob:
+    """``job`` with run ``slug`` read and drawn again (its summary's points were damaged or
+    lost in the cache, which gets them back): the page takes its points from the run itself."""
+    i = plan.slugs.index(slug)
+    fresh = draw_run(plan.jobs[i])
+    keep_summary(fresh, plan.store, plan.keys[i])
+    runs = [fresh.run if r.slug == slug else r for r in job.group.runs]
+    log.warning("the cache lost the points of run %s; it was read again", fresh.run.name)
+    return replace(job, group=replace(job.group, runs=runs), keys={s: k for s, k in job.keys.items() if s != slug})
 
 
 def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, str]) -> list[Problem]:

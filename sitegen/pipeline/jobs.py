@@ -219,11 +219,28 @@ class GroupResult:
     written: dict[str, tuple[str, int]] | None = None  # with ``out``: what the worker wrote (sha256, size)
     files: dict[str, bytes] = field(default_factory=dict)  # else: the page's new files and their twins
     linked: list[str] = field(default_factory=list)  # ... and the pieces to link from the live build
+    lost: str | None = None  # the page was not drawn: the cache lost this run's points (its slug)
+
+
+class LostPoints(OSError):
+    """A reused run's points are missing or damaged in the cache: the run is drawn again."""
+
+    def __init__(self, run: SiteRun) -> None:
+        super().__init__(f"the cache lost the points of run {run.name!r}")
+        self.slug = run.slug
 
 
 def draw_group(job: GroupJob) -> GroupResult:
     """Draw one comparison page, reusing the pieces of the live build's page whose runs did
-    not change: written and linked here with ``job.out``, else returned to the caller."""
+    not change: written and linked here with ``job.out``, else returned to the caller. When the
+    cache lost a run's points, nothing is drawn: the result names the run (see ``lost``)."""
+    try:
+        return _draw_group(job)
+    except LostPoints as exc:
+        return GroupResult(lost=exc.slug)
+
+
+def _draw_group(job: GroupJob) -> GroupResult:
     store = Store(job.cache)
     if job.out is None:
         linked: list[str] = []
@@ -264,7 +281,7 @@ def stored_points(store: Store, keys: dict[str, str]) -> compare.Points:
             return run.lines
         table = store.get_points(key, level)
         if table is None:
-            raise OSError(f"the cache lost the summary of run {run.name!r} during the build")
+            raise LostPoints(run)
         return summary.level_points(run.lines, table, level)
 
     return points

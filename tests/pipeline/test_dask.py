@@ -75,8 +75,8 @@ def test_rebuilds_on_the_cluster_reuse_the_live_pieces(cluster, tmp_path, monkey
     write_run(archive / "project1" / "model2" / "run00040", tags=["train/loss", "eval/accuracy"], steps=30, seed=40, start=1.8e9)
     taken: list[tuple[str, list[str], list[str]]] = []  # per page a worker drew: pieces linked, pieces drawn
     take = B._take_page
-    monkeypatch.setattr(B, "_take_page", lambda stage, job, result: result.written is None and taken.append(
-        (job.group.slug, result.linked, [rel for rel in result.files if "/p-" in rel and rel.endswith(".js")])) or take(stage, job, result))
+    monkeypatch.setattr(B, "_take_page", lambda plan, stage, job, result: result.written is None and taken.append(
+        (job.group.slug, result.linked, [rel for rel in result.files if "/p-" in rel and rel.endswith(".js")])) or take(plan, stage, job, result))
     build_both()
     after = pieces(tmp_path / "dask")
     new = sorted(rel for rel in after if rel not in before and rel.endswith(".js"))

@@ -126,6 +126,37 @@ def test_points_from_the_store_draw_the_same_comparisons(archive: Path, tmp_path
     assert b'"ap"' in curves and b'"f4"' in curves  # (the page's curves are in its piece scripts)
 
 
+def test_damaged_points_in_the_cache_read_their_run_again(archive: Path, tmp_path: Path, caplog):
+    """A reused run's summary is read without its points (most rebuilds draw no page of it);
+    when a comparison page then finds those points damaged, the run is read again, its summary
+    mended, and the pages are those of a build from scratch."""
+    from sitegen.cache.store import _SUMMARY_HEAD, Store
+
+    def files(site: Path) -> dict[str, bytes]:
+        return without_news({p.relative_to(site.resolve()).as_posix(): p.read_bytes() for p in site.resolve().rglob("*")
+                             if p.is_file() and not p.name.startswith("manifest")})
+
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=2, executor=Serial()))
+    sums = sorted((cache / "runs").rglob("*.sum"))
+    assert len(sums) == 3
+    for victim in sums:
+        data = bytearray(victim.read_bytes())
+        data[_SUMMARY_HEAD + 1] ^= 0x40  # a point count: the points' checksum fails, the document's holds
+        victim.write_bytes(bytes(data))
+        assert Store(cache).get_summary(victim.stem) is not None  # (reading its points would drop it)
+    # one run grows: the comparison pieces holding it are drawn again, from the others' points too
+    grown = archive / "proj" / "model" / "run2"
+    shutil.rmtree(grown)
+    write_run(grown, tags=["train/loss", "val/acc"], steps=400, seed=2, start=1.7e9 + 2)
+    again = build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=2, executor=Serial()))
+    assert again.runs == 3 and manifest.verify(out) == []
+    assert sum("lost the points" in r.getMessage() for r in caplog.records) >= 2
+    assert sum(Store(cache).get_points(v.stem) is not None for v in sums) == 2  # mended (the grown run's old one is not)
+    build(archive, tmp_path / "fresh", BuildOptions(config=Config(), use_cache=False, source_date_epoch=2))
+    assert files(out) == files(tmp_path / "fresh")
+
+
 def test_relative_and_absolute_archive_paths_share_unchanged_pages(archive: Path, tmp_path: Path, monkeypatch):
     monkeypatch.chdir(archive.parent)
     out, cache = tmp_path / "site", tmp_path / "cache"
