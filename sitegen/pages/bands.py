@@ -138,8 +138,10 @@ def quantiles(v: np.ndarray, ps: tuple[float, ...] = QUANTILES) -> tuple[np.ndar
 
 
 def grid_of(steps: np.ndarray, most: int) -> np.ndarray:
-    """The aligned steps of a tag: every step when there are at most ``most``, else ``most``
-    evenly spread from the first to the last."""
+    """The aligned steps of a tag: every step when there are at most ``most``, else the first,
+    the last and the multiples of a power of two between them (at most ``most`` in all). As
+    the runs grow, such a grid keeps its steps (until the power doubles): a group whose runs
+    did not change keeps its band there (see :func:`_banded`)."""
     if not len(steps):
         return np.zeros(0, np.int64)
     first, last = int(steps.min()), int(steps.max())
@@ -151,7 +153,11 @@ def grid_of(steps: np.ndarray, most: int) -> np.ndarray:
         u = np.unique(steps)
     if len(u) <= most:
         return u
-    return np.unique(np.round(np.linspace(float(first), float(last), most)).astype(np.int64))
+    stride = 1 << max(0, math.ceil(math.log2((last - first) / max(most - 3, 1))))
+    while (last - first) // stride + 3 > most:  # (float rounding of the log)
+        stride *= 2
+    inner = np.arange(-(-first // stride) * stride, last + 1, stride, dtype=np.int64)
+    return np.unique(np.concatenate([np.array([first, last], np.int64), inner]))
 
 
 #: per tag, ``(run, step, value)`` of each run's own line of it, in run order (``run``: the run's
@@ -210,12 +216,9 @@ def member_points(group: compare.Group, g: Member, points: compare.Points, n_out
     """:func:`gather` of a group's runs. Why kept: a rebuild would read every run of the page
     again; with ``kept``, the last build's points of the group are taken for its unchanged runs."""
     runs = [group.runs[i] for i in g.runs]
-    if kept is None or kept.load is None or kept.save is None:
+    doc = _member_doc(group, g, n_out, kept)
+    if doc is None or kept is None or kept.load is None or kept.save is None:
         return gather(runs, points, n_out)
-    keys = [kept.keys.get(r.slug) for r in runs]
-    if None in keys or len(set(keys)) != len(keys):  # (points not all from the store)
-        return gather(runs, points, n_out)
-    doc = {"salt": kept.salt, "level": compare._level(n_out), "keys": keys}
     last = kept.load(group.slug, g.key)
     got = None if last is None else _spliced(last, doc, runs, points, n_out)
     if got is not None and got[1]:
@@ -225,6 +228,17 @@ def member_points(group: compare.Group, g: Member, points: compare.Points, n_out
     arrays = {f"{c}{k}": tagged[t][j] for k, t in enumerate(tags) for j, c in enumerate("rsv")}
     kept.save(group.slug, g.key, {**doc, "tags": tags}, arrays)
     return tagged
+
+
+def _member_doc(group: compare.Group, g: Member, n_out: int, kept: compare.Kept | None) -> dict | None:
+    """What a group's points (and so its bands) depend on, when they are all in the store: the
+    code, the level of thinning and its runs' input keys in order; None when they are not."""
+    if kept is None or kept.load is None or kept.save is None:
+        return None
+    keys = [kept.keys.get(group.runs[i].slug) for i in g.runs]
+    if None in keys or len(set(keys)) != len(keys):
+        return None
+    return {"salt": kept.salt, "level": compare._level(n_out), "keys": keys}
 
 
 def _spliced(
@@ -314,7 +328,10 @@ def summary_data(
     every_tag = {t for f in flat for t in f}
     tags = sorted(every_tag, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
     most = int(max(MIN_GRID, min(GRID, CELLS // max(len(runs), 1))))
-    drawn = {t: _tag([f.get(t) for f in flat], ms, most) for t in tags}
+    docs = [_member_doc(group, g, n_out, kept) for g in ms]
+    olds = [_kept_bands(group, g, doc, kept) for g, doc in zip(ms, docs)]
+    drawn = {t: _tag([f.get(t) for f in flat], ms, most, [o.get(t) for o in olds]) for t in tags}
+    _keep_bands(group, ms, docs, olds, drawn, kept)
     for g, f in zip(ms, flat):
         bad: set[int] = set()
         for run_of, _, value in f.values():
@@ -365,21 +382,90 @@ def summary_data(
     return text, Summary(ms, metric, shown, left, most, len(runs), sum(g.nonfinite for g in ms), files)
 
 
-def _tag(flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], ms: list[Member], most: int) -> list[Any]:
-    """A tag's aligned steps and, per group, its quantiles and counts there (None: the group
-    has no line of the tag), and which steps hold a non-finite value of one of its runs
-    (``flat``: each group's points of the tag, see :func:`member_points`)."""
+#: a group's band of a tag: (its aligned steps, its quantiles there (3 x steps), its runs'
+#: count there, whether one of them holds NaN/inf there)
+Band = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _tag(flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], ms: list[Member], most: int, olds: list[Band | None]) -> list[Any]:
+    """A tag's aligned steps and, per group, its band there (None: the group has no line of the
+    tag) (``flat``: each group's points of the tag, see :func:`member_points`; ``olds``: each
+    group's band of the last build when its runs did not change, reused at the steps it has)."""
     grid = grid_of(np.concatenate([f[1] for f in flat if f is not None] or [np.zeros(0, np.int64)]), most)
     out: list[Any] = [grid]
-    for g, f in zip(ms, flat):
+    for g, f, old in zip(ms, flat, olds):
         if f is None:
             out.append(None)
             continue
-        v, ok = aligned(f[0], f[1], f[2], len(g.runs), grid)
-        q, n = quantiles(v)
-        bad = (ok & ~np.isfinite(v)).any(axis=0)
-        out.append((q, n, bad))
+        out.append(_banded(f, len(g.runs), grid, old))
     return out
+
+
+def _banded(f: tuple[np.ndarray, np.ndarray, np.ndarray], n_runs: int, grid: np.ndarray, old: Band | None) -> Band:
+    """A group's band at ``grid``'s steps: each step's column depends on that step and the
+    group's points alone, so the columns ``old`` has are taken from it, the others computed."""
+    have = np.zeros(len(grid), bool)
+    at = np.zeros(len(grid), np.int64)
+    if old is not None and len(old[0]):
+        at = np.minimum(np.searchsorted(old[0], grid), len(old[0]) - 1)
+        have = old[0][at] == grid
+    q = np.empty((len(QUANTILES), len(grid)))
+    n = np.zeros(len(grid), np.int64)
+    bad = np.zeros(len(grid), bool)
+    if old is not None and have.any():
+        q[:, have], n[have], bad[have] = old[1][:, at[have]], old[2][at[have]], old[3][at[have]]
+    todo = ~have
+    if todo.any():
+        v, ok = aligned(f[0], f[1], f[2], n_runs, grid[todo])
+        q[:, todo], n[todo] = quantiles(v)
+        bad[todo] = (ok & ~np.isfinite(v)).any(axis=0)
+    return grid, q, n, bad
+
+
+def _kept_bands(group: compare.Group, g: Member, doc: dict | None, kept: compare.Kept | None) -> dict[str, Band]:
+    """The group's bands by tag as the last build kept them, when its runs did not change."""
+    if doc is None or kept is None or kept.load is None:
+        return {}
+    last = kept.load(group.slug, g.key + BANDS)
+    if last is None or {k: last[0].get(k) for k in doc} != doc or not isinstance(last[0].get("tags"), list):
+        return {}
+    try:
+        out = {}
+        for k, t in enumerate(last[0]["tags"]):
+            a = last[1]
+            x, q, n, bad = a[f"x{k}"], np.stack([a[f"q{k}_{j}"] for j in range(len(QUANTILES))]), a[f"n{k}"], a[f"b{k}"]
+            if not (len(x) == q.shape[1] == len(n) == len(bad)):
+                return {}
+            out[t] = (x, q, n, bad)
+        return out
+    except (KeyError, ValueError, TypeError):
+        return {}
+
+
+def _keep_bands(
+    group: compare.Group,
+    ms: list[Member],
+    docs: list[dict | None],
+    olds: list[dict[str, Band]],
+    drawn: dict[str, list[Any]],
+    kept: compare.Kept | None,
+) -> None:
+    """Keep each group's bands for the next build (those it had to compute any column of)."""
+    if kept is None or kept.save is None:
+        return
+    for k, (g, doc, old) in enumerate(zip(ms, docs, olds)):
+        mine = {t: d[k + 1] for t, d in drawn.items() if d[k + 1] is not None}
+        if doc is None or (len(old) == len(mine) and all(t in old and np.array_equal(old[t][0], b[0]) for t, b in mine.items())):
+            continue
+        tags = sorted(mine)
+        arrays: dict[str, np.ndarray] = {}
+        for j, t in enumerate(tags):
+            x, q, n, bad = mine[t]
+            arrays |= {f"x{j}": x, **{f"q{j}_{i}": q[i] for i in range(len(QUANTILES))}, f"n{j}": n, f"b{j}": bad}
+        kept.save(group.slug, g.key + BANDS, {**doc, "tags": tags}, arrays)
+
+
+BANDS = "/bands"  # (after a group's key: its bands are kept beside its points; a key has no "/")
 
 
 def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], most: int) -> str:
@@ -394,7 +480,7 @@ def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: list[tuple[np.
     for k, (g, got, f) in enumerate(zip(ms, drawn[1:], flat)):
         if got is None or f is None:
             continue
-        q, n, bad = got
+        _, q, n, bad = got
         bands.append(
             [k, numbers(q[1][keep]), numbers(q[0][keep]), numbers(q[2][keep]), numbers(n[keep]), np.flatnonzero(bad[keep]).tolist()]
         )

@@ -198,3 +198,61 @@ def test_summarised_page_stays_within_budget(tmp_path: Path):
     assert sm.tags_left > 0 or sm.grid < bands.GRID  # it said what it left out
     assert all(m.drawn <= bands.EXPAND_RUNS for m in sm.members) and sm.members[-1].drawn < len(sm.members[-1].runs)
     assert all(len(f) <= 200_000 * 1.1 for f in sm.files.values())  # (overlay_data: 200 kB at least)
+
+
+@pytest.mark.parametrize("most", [12, 200])
+def test_grid_stays_put_as_the_runs_grow(most: int):
+    """Past ``most`` steps the grid is the first and last step and the multiples of a power of
+    two between them: a run that grows adds steps at the end and keeps the others."""
+    from sitegen.pages.bands import grid_of
+
+    rng = np.random.default_rng(3)
+    steps = np.unique(rng.integers(7, 100_000, size=5000))
+    grid = grid_of(steps, most)
+    inner = grid[1:-1]
+    stride = int(np.diff(inner).min())
+    assert len(grid) <= most and grid[0] == steps.min() and grid[-1] == steps.max()
+    assert stride & (stride - 1) == 0 and (inner % stride == 0).all() and (np.diff(inner) == stride).all()
+    grown = grid_of(np.concatenate([steps, [steps.max() + stride // 3]]), most)
+    assert set(grid[:-1]) <= set(grown)  # only the last step moved
+    assert grid_of(np.arange(50), most).tolist() == (list(range(50)) if most >= 50 else grid_of(np.arange(50), most).tolist())
+
+
+def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path: Path, monkeypatch):
+    """A summarised page keeps each group's band in the cache: after one run grew, the groups
+    without it compute only the aligned steps the grid gained, and the page is the one a build
+    from scratch draws."""
+    from sitegen.config import CompareConfig, Config
+    from sitegen.pages import bands
+    from sitegen.pipeline.build import BuildOptions, build
+    from sitegen.pipeline.executors import Serial
+    from tests.support.eventgen import write_run
+
+    root = tmp_path / "logs"
+    for p in range(3):
+        for k in range(4):
+            write_run(root / f"p{p}" / "m" / f"r{k}", tags=["loss", "acc"], steps=300 + 40 * k, seed=10 * p + k, start=1.7e9 + k)
+    cfg = Config(title="bands", compare=CompareConfig(summarise_above=3))
+    calls: list[tuple[bool, int, int]] = []  # per group and tag: kept band?, aligned steps, steps computed
+    real = bands._banded
+
+    def banded(f, n_runs, grid, old):
+        calls.append((old is not None, len(grid), len(grid) - (int(np.isin(grid, old[0]).sum()) if old is not None else 0)))
+        return real(f, n_runs, grid, old)
+
+    monkeypatch.setattr(bands, "_banded", banded)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial(), source_date_epoch=5))
+    assert calls and not any(kept for kept, _, _ in calls)
+    write_run(root / "p1" / "m" / "r3", tags=["loss", "acc"], steps=500, seed=13, start=1.7e9 + 3)  # grows past every run
+    calls.clear()
+    build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial(), source_date_epoch=5))
+    page = out / "compare" / "all" / "index.html"
+    # on the whole-archive page, groups p0 and p2 kept their bands (2 tags each) and computed
+    # only the steps the grid gained; p1's band and its own pages' were computed again
+    kept = [(n, todo) for was, n, todo in calls if was]
+    assert len(kept) == 4 and all(todo < n / 2 for n, todo in kept), calls
+    assert any(not was and todo == n for was, n, todo in calls)
+    fresh = tmp_path / "fresh"
+    build(root, fresh, BuildOptions(config=cfg, use_cache=False, executor=Serial(), source_date_epoch=5))
+    assert page.read_bytes() == (fresh / "compare" / "all" / "index.html").read_bytes()
