@@ -409,13 +409,15 @@ def _banded(f: tuple[np.ndarray, np.ndarray, np.ndarray], n_runs: int, grid: np.
     if old is not None and len(old[0]):
         at = np.minimum(np.searchsorted(old[0], grid), len(old[0]) - 1)
         have = old[0][at] == grid
-    q = np.empty((len(QUANTILES), len(grid)))
+    q = np.full((len(QUANTILES), len(grid)), np.nan)
     n = np.zeros(len(grid), np.int64)
     bad = np.zeros(len(grid), bool)
     if old is not None and have.any():
         q[:, have], n[have], bad[have] = old[1][:, at[have]], old[2][at[have]], old[3][at[have]]
-    todo = ~have
-    if todo.any():
+    todo = np.flatnonzero(~have)
+    if len(todo) and len(f[1]):  # (before the group's first step or after its last, no run has a value)
+        todo = todo[(grid[todo] >= f[1].min()) & (grid[todo] <= f[1].max())]
+    if len(todo) and len(f[1]):
         v, ok = aligned(f[0], f[1], f[2], n_runs, grid[todo])
         q[:, todo], n[todo] = quantiles(v)
         bad[todo] = (ok & ~np.isfinite(v)).any(axis=0)
