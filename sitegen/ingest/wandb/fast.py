@@ -181,14 +181,14 @@ def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
 
 
 def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
-    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), listed field index
-    by field index (the first field of every message, then the second...), then the fields of
-    irregular messages message by message; ``head``: the first bytes of each field's contents.
+    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), message by message
+    (the regular messages, then the irregular ones); ``head``: the first bytes of each field's contents.
 
     Fast path: messages made only of length-delimited fields with one-byte tags and lengths
     under 16384 (wandb's history and summary records and their items): one numpy step per field
     index, each reading one 8-byte word per message. A message with any other field is walked by
-    :func:`walk` (exact for any layout). Messages in buffer order: each run is in buffer order.
+    :func:`walk` (exact for any layout). Messages given in buffer order give fields in buffer
+    order, so the reads that follow sweep the buffer once.
     """
     buf = padded(buf, stop)
     n = len(start)
@@ -218,9 +218,15 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
         z = np.zeros(0, np.int64)
         return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
     owner, tag_at, stops, head = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
+    step = np.repeat(np.arange(len(parts)), [len(q[0]) for q in parts])
     if odd.any():
         keep = ~odd[owner]
-        owner, tag_at, stops, head = owner[keep], tag_at[keep], stops[keep], head[keep]
+        owner, tag_at, stops, head, step = owner[keep], tag_at[keep], stops[keep], head[keep], step[keep]
+    # message by message (the k-th field of a message came in step k), not field index by field
+    # index: reads at the fields then sweep the buffer once, not once per index (cache misses)
+    counts = np.bincount(owner, minlength=n)
+    place = (np.cumsum(counts) - counts)[owner] + step
+    owner, tag_at, stops, head = (_placed(c, place) for c in (owner, tag_at, stops, head))
     skip = 2 + (((head >> 8) & 0xFF) >= 0x80)
     cols = [
         owner,
@@ -239,6 +245,12 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
         more = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.start))
         cols = [np.concatenate([c, m]) for c, m in zip(cols, more)]
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
+
+
+def _placed(col: np.ndarray, place: np.ndarray) -> np.ndarray:
+    out = np.empty_like(col)
+    out[place] = col
+    return out
 
 
 def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
