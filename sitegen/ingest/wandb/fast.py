@@ -161,6 +161,7 @@ def walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
+_LEN_TAG = np.array([t >= 8 and t & 0x87 == LEN for t in range(256)])  # one-byte tags of length-delimited fields
 PAD = 512  # zero bytes after a buffer's data, so a word read a few bytes past a field needs no bounds check
 
 
@@ -196,17 +197,18 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     idx = np.flatnonzero(start < stop)
     p, lim = start[idx], stop[idx]
     parts: list[tuple[np.ndarray, ...]] = []
+    longer = False  # a length of two bytes seen
     while len(idx):
         h = words(buf, p)
         b1 = (h >> 8) & 0xFF
         e = p + 2 + b1
-        two = np.flatnonzero(b1 >= 0x80)
-        if len(two):  # a two-byte length
+        if b1.max() >= 0x80:  # a two-byte length
+            longer = True
+            two = np.flatnonzero(b1 >= 0x80)
             b2 = (h[two] >> 16) & 0xFF
             e[two] = p[two] + 3 + ((b1[two] & 0x7F) | (b2 << 7))
-            e[two[b2 >= 0x80]] = -1  # (a longer one: not the fast path)
-        t = h & 0xFF
-        ok = ((t & 0x87) == LEN) & (t >= 8) & (e <= lim) & (e > p)
+            e[two[b2 >= 0x80]] = lim[two[b2 >= 0x80]] + 1  # (a longer one: not the fast path)
+        ok = _LEN_TAG[h & 0xFF] & (e <= lim)
         if not ok.all():
             odd[idx[~ok]] = True
             idx, p, e, h, lim = idx[ok], p[ok], e[ok], h[ok], lim[ok]
@@ -217,17 +219,21 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     if not parts and not odd.any():
         z = np.zeros(0, np.int64)
         return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
-    owner, tag_at, stops, head = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
-    step = np.repeat(np.arange(len(parts)), [len(q[0]) for q in parts])
-    if odd.any():
-        keep = ~odd[owner]
-        owner, tag_at, stops, head, step = owner[keep], tag_at[keep], stops[keep], head[keep], step[keep]
-    # message by message (the k-th field of a message came in step k), not field index by field
-    # index: reads at the fields then sweep the buffer once, not once per index (cache misses)
-    counts = np.bincount(owner, minlength=n)
-    place = (np.cumsum(counts) - counts)[owner] + step
-    owner, tag_at, stops, head = (_placed(c, place) for c in (owner, tag_at, stops, head))
-    skip = 2 + (((head >> 8) & 0xFF) >= 0x80)
+    # placed message by message (the k-th field of a message came in step k), not field index by
+    # field index: reads at the fields then sweep the buffer once, not once per index (cache misses)
+    counts = np.zeros(n, np.int64)
+    for k, q in enumerate(parts):
+        counts[q[0]] = k + 1
+    counts[odd] = 0  # (an irregular message's fields are walked again below)
+    first = np.cumsum(counts) - counts
+    owner, tag_at, stops, head = (np.empty(int(counts.sum()), np.int64) for _ in range(4))
+    some_odd = odd.any()
+    for k, q in enumerate(parts):
+        if some_odd:
+            q = tuple(c[~odd[q[0]]] for c in q)
+        at = first[q[0]] + k
+        owner[at], tag_at[at], stops[at], head[at] = q
+    skip = 2 + (((head >> 8) & 0xFF) >= 0x80) if longer else 2
     cols = [
         owner,
         (head & 0xFF) >> 3,
@@ -238,19 +244,13 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
         np.zeros(len(owner), np.uint64),
         head >> (8 * skip),
     ]
-    if odd.any():
+    if some_odd:
         which = np.flatnonzero(odd)
         rest = walk(buf, start[which], stop[which])
         broken[which] = rest.broken
         more = (which[rest.owner], rest.number, rest.wire, rest.tag_at, rest.start, rest.stop, rest.value, words(buf, rest.start))
         cols = [np.concatenate([c, m]) for c, m in zip(cols, more)]
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
-
-
-def _placed(col: np.ndarray, place: np.ndarray) -> np.ndarray:
-    out = np.empty_like(col)
-    out[place] = col
-    return out
 
 
 def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
