@@ -314,24 +314,34 @@ def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
-def _item_head(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(tag, length) of the first field of the items that are the fields ``sel`` of ``f``."""
+# the first two bytes of an item: a key field's tag (``key`` or ``nested_key``) and a length under 128
+_KEY_FIELD = np.zeros(1 << 16, bool)
+_KEY_FIELD[[t | n << 8 for t in (0x0A, 0x12) for n in range(0x80)]] = True
+
+
+def _one_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(start, stop, end of the first key field, starts with a key field, the value's header
+    word there) of the items that are the fields ``sel`` of ``f``, from the head word and one
+    more word each."""
     assert f.head is not None
-    h = f.head[sel]
-    return h & 0xFF, (h >> 8) & 0xFF
+    start, stop, h = f.start[sel], f.stop[sel], f.head[sel]
+    ke = start + 2 + ((h >> 8) & 0xFF)
+    return start, stop, ke, _KEY_FIELD[h & 0xFFFF], words(padded(buf, stop), ke)
+
+
+def _value_after(ke: np.ndarray, w: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Whether ``w``, the word at ``ke``, starts ``value_json`` (field 16, under 128 bytes) that runs to ``stop``."""
+    return ((w & 0x80FFFF) == 0x0182) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
 
 
 def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key stop, ok) of items: one to three key fields then ``value_json`` to the end, as
     :func:`items` checks it, without the value's span (the caller needs only a few of those)."""
-    start, stop = f.start[sel], f.stop[sel]
+    start, stop, ke, keyed, w = _one_key(buf, f, sel)
     buf = padded(buf, stop)
-    kt, kl = _item_head(buf, f, sel)
-    ke = start + 2 + kl
-    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
-    w = words(buf, np.where(ok, ke, 0), 4)
+    ok = keyed & (ke < stop)
     going = np.flatnonzero(ok & (((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)))
-    ok &= ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
+    ok &= _value_after(ke, w, stop)
     for _ in range(2):  # a second or third key field
         if not len(going):
             break
@@ -340,8 +350,8 @@ def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, n
         more = (ln < 0x80) & (e < stop[going])
         going = going[more]
         ke[going] = e[more]
-        w = words(buf, ke[going], 4)
-        ok[going] = ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke[going] + 3 + ((w >> 16) & 0xFF) == stop[going])
+        w = words(buf, ke[going])
+        ok[going] = _value_after(ke[going], w, stop[going])
         going = going[((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)]
     return ke, ok
 
@@ -352,19 +362,13 @@ def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]
     (``key`` or ``nested_key``, under 128 bytes each), then ``value_json`` (under 128 bytes) to the
     end, as the writers lay them out; ``ok`` false for any other layout (the caller walks those).
     One key field, the usual case, is read from the field's head word and one more word."""
-    start, stop = f.start[sel], f.stop[sel]
-    buf = padded(buf, stop)
-    kt, kl = _item_head(buf, f, sel)
-    v = start + 2 + kl
-    w = words(buf, v, 4)
-    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & ((w & 0xFFFF) == 0x0182)
-    vlen = (w >> 16) & 0xFF
-    ok &= (vlen < 0x80) & (v + 3 + vlen == stop)
-    p = v
-    more = np.flatnonzero(~ok & ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (v <= stop))
-    if len(more):  # two or three key fields (e.g. a nested key)
-        ks, ke, _, _, ok2 = _items_rounds(buf, start[more], stop[more])
-        p[more], ok[more] = ke, ok2
+    start, stop, p, keyed, w = _one_key(buf, f, sel)
+    ok = keyed & _value_after(p, w, stop)
+    if not ok.all():
+        more = np.flatnonzero(~ok & keyed & (p <= stop))
+        if len(more):  # two or three key fields (e.g. a nested key)
+            ks, ke, _, _, ok2 = _items_rounds(padded(buf, stop), start[more], stop[more])
+            p[more], ok[more] = ke, ok2
     return start, p, p + 3, stop, ok
 
 

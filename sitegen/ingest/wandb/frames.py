@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from sitegen.errors import Problem
 
@@ -258,7 +259,8 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
 def _joined(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """The bytes of the spans one after another (copied by Arrow in one pass)."""
     pieces = spans(buf, start, stop)
-    data, offsets = pieces.buffers()[2], np.frombuffer(pieces.buffers()[1], np.int64)
+    wide = pieces.type == pa.large_binary()
+    data, offsets = pieces.buffers()[2], np.frombuffer(pieces.buffers()[1], np.int64 if wide else np.int32)
     ends = offsets[pieces.offset : pieces.offset + len(pieces) + 1]
     if data is None or ends[-1] == ends[0]:
         return np.zeros(0, np.uint8)

@@ -233,8 +233,7 @@ def item_spans(buf: np.ndarray, f: fast.Fields, sel: np.ndarray) -> tuple[np.nda
     """(key start, key stop, value start, value stop, ok) of the items that are the fields ``sel``
     of ``f``: the common layout in one pass (:func:`fast.items`), the others walked field by field."""
     start, stop = f.start[sel], f.stop[sel]
-    ks, ke, vs, ve, ok = fast.items(buf, f, sel)
-    ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
+    ks, ke, vs, ve, ok = fast.items(buf, f, sel)  # (new arrays: the odd items are filled in below)
     odd = np.flatnonzero(~ok)
     if len(odd):
         m = len(odd)
