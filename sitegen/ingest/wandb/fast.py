@@ -161,6 +161,7 @@ def walk(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
+_LEN_TAG = np.array([t >= 8 and t & 0x87 == LEN for t in range(256)])  # one-byte tags of length-delimited fields
 PAD = 512  # zero bytes after a buffer's data, so a word read a few bytes past a field needs no bounds check
 
 
@@ -181,14 +182,14 @@ def words(buf: np.ndarray, at: np.ndarray, size: int = 8) -> np.ndarray:
 
 
 def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
-    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), listed field index
-    by field index (the first field of every message, then the second...), then the fields of
-    irregular messages message by message; ``head``: the first bytes of each field's contents.
+    """The fields of the messages ``buf[start[i]:stop[i]]`` (as :func:`walk`), message by message
+    (the regular messages, then the irregular ones); ``head``: the first bytes of each field's contents.
 
     Fast path: messages made only of length-delimited fields with one-byte tags and lengths
     under 16384 (wandb's history and summary records and their items): one numpy step per field
     index, each reading one 8-byte word per message. A message with any other field is walked by
-    :func:`walk` (exact for any layout). Messages in buffer order: each run is in buffer order.
+    :func:`walk` (exact for any layout). Messages given in buffer order give fields in buffer
+    order, so the reads that follow sweep the buffer once.
     """
     buf = padded(buf, stop)
     n = len(start)
@@ -196,17 +197,18 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     idx = np.flatnonzero(start < stop)
     p, lim = start[idx], stop[idx]
     parts: list[tuple[np.ndarray, ...]] = []
+    longer = False  # a length of two bytes seen
     while len(idx):
         h = words(buf, p)
         b1 = (h >> 8) & 0xFF
         e = p + 2 + b1
-        two = np.flatnonzero(b1 >= 0x80)
-        if len(two):  # a two-byte length
+        if b1.max() >= 0x80:  # a two-byte length
+            longer = True
+            two = np.flatnonzero(b1 >= 0x80)
             b2 = (h[two] >> 16) & 0xFF
             e[two] = p[two] + 3 + ((b1[two] & 0x7F) | (b2 << 7))
-            e[two[b2 >= 0x80]] = -1  # (a longer one: not the fast path)
-        t = h & 0xFF
-        ok = ((t & 0x87) == LEN) & (t >= 8) & (e <= lim) & (e > p)
+            e[two[b2 >= 0x80]] = lim[two[b2 >= 0x80]] + 1  # (a longer one: not the fast path)
+        ok = _LEN_TAG[h & 0xFF] & (e <= lim)
         if not ok.all():
             odd[idx[~ok]] = True
             idx, p, e, h, lim = idx[ok], p[ok], e[ok], h[ok], lim[ok]
@@ -217,11 +219,21 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     if not parts and not odd.any():
         z = np.zeros(0, np.int64)
         return Fields(z, z, z, z, z, z, np.zeros(0, np.uint64), broken, z)
-    owner, tag_at, stops, head = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
-    if odd.any():
-        keep = ~odd[owner]
-        owner, tag_at, stops, head = owner[keep], tag_at[keep], stops[keep], head[keep]
-    skip = 2 + (((head >> 8) & 0xFF) >= 0x80)
+    # placed message by message (the k-th field of a message came in step k), not field index by
+    # field index: reads at the fields then sweep the buffer once, not once per index (cache misses)
+    counts = np.zeros(n, np.int64)
+    for k, q in enumerate(parts):
+        counts[q[0]] = k + 1
+    counts[odd] = 0  # (an irregular message's fields are walked again below)
+    first = np.cumsum(counts) - counts
+    owner, tag_at, stops, head = (np.empty(int(counts.sum()), np.int64) for _ in range(4))
+    some_odd = odd.any()
+    for k, q in enumerate(parts):
+        if some_odd:
+            q = tuple(c[~odd[q[0]]] for c in q)
+        at = first[q[0]] + k
+        owner[at], tag_at[at], stops[at], head[at] = q
+    skip = 2 + (((head >> 8) & 0xFF) >= 0x80) if longer else 2
     cols = [
         owner,
         (head & 0xFF) >> 3,
@@ -232,7 +244,7 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
         np.zeros(len(owner), np.uint64),
         head >> (8 * skip),
     ]
-    if odd.any():
+    if some_odd:
         which = np.flatnonzero(odd)
         rest = walk(buf, start[which], stop[which])
         broken[which] = rest.broken
@@ -302,24 +314,34 @@ def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5], out[6], broken)
 
 
-def _item_head(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(tag, length) of the first field of the items that are the fields ``sel`` of ``f``."""
+# the first two bytes of an item: a key field's tag (``key`` or ``nested_key``) and a length under 128
+_KEY_FIELD = np.zeros(1 << 16, bool)
+_KEY_FIELD[[t | n << 8 for t in (0x0A, 0x12) for n in range(0x80)]] = True
+
+
+def _one_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(start, stop, end of the first key field, starts with a key field, the value's header
+    word there) of the items that are the fields ``sel`` of ``f``, from the head word and one
+    more word each."""
     assert f.head is not None
-    h = f.head[sel]
-    return h & 0xFF, (h >> 8) & 0xFF
+    start, stop, h = f.start[sel], f.stop[sel], f.head[sel]
+    ke = start + 2 + ((h >> 8) & 0xFF)
+    return start, stop, ke, _KEY_FIELD[h & 0xFFFF], words(padded(buf, stop), ke)
+
+
+def _value_after(ke: np.ndarray, w: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Whether ``w``, the word at ``ke``, starts ``value_json`` (field 16, under 128 bytes) that runs to ``stop``."""
+    return ((w & 0x80FFFF) == 0x0182) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
 
 
 def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key stop, ok) of items: one to three key fields then ``value_json`` to the end, as
     :func:`items` checks it, without the value's span (the caller needs only a few of those)."""
-    start, stop = f.start[sel], f.stop[sel]
+    start, stop, ke, keyed, w = _one_key(buf, f, sel)
     buf = padded(buf, stop)
-    kt, kl = _item_head(buf, f, sel)
-    ke = start + 2 + kl
-    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (ke < stop)
-    w = words(buf, np.where(ok, ke, 0), 4)
+    ok = keyed & (ke < stop)
     going = np.flatnonzero(ok & (((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)))
-    ok &= ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke + 3 + ((w >> 16) & 0xFF) == stop)
+    ok &= _value_after(ke, w, stop)
     for _ in range(2):  # a second or third key field
         if not len(going):
             break
@@ -328,8 +350,8 @@ def item_key(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, n
         more = (ln < 0x80) & (e < stop[going])
         going = going[more]
         ke[going] = e[more]
-        w = words(buf, ke[going], 4)
-        ok[going] = ((w & 0xFFFF) == 0x0182) & (((w >> 16) & 0xFF) < 0x80) & (ke[going] + 3 + ((w >> 16) & 0xFF) == stop[going])
+        w = words(buf, ke[going])
+        ok[going] = _value_after(ke[going], w, stop[going])
         going = going[((w & 0xFF) == 0x0A) | ((w & 0xFF) == 0x12)]
     return ke, ok
 
@@ -340,19 +362,13 @@ def items(buf: np.ndarray, f: Fields, sel: np.ndarray) -> tuple[np.ndarray, ...]
     (``key`` or ``nested_key``, under 128 bytes each), then ``value_json`` (under 128 bytes) to the
     end, as the writers lay them out; ``ok`` false for any other layout (the caller walks those).
     One key field, the usual case, is read from the field's head word and one more word."""
-    start, stop = f.start[sel], f.stop[sel]
-    buf = padded(buf, stop)
-    kt, kl = _item_head(buf, f, sel)
-    v = start + 2 + kl
-    w = words(buf, v, 4)
-    ok = ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & ((w & 0xFFFF) == 0x0182)
-    vlen = (w >> 16) & 0xFF
-    ok &= (vlen < 0x80) & (v + 3 + vlen == stop)
-    p = v
-    more = np.flatnonzero(~ok & ((kt == 0x0A) | (kt == 0x12)) & (kl < 0x80) & (v <= stop))
-    if len(more):  # two or three key fields (e.g. a nested key)
-        ks, ke, _, _, ok2 = _items_rounds(buf, start[more], stop[more])
-        p[more], ok[more] = ke, ok2
+    start, stop, p, keyed, w = _one_key(buf, f, sel)
+    ok = keyed & _value_after(p, w, stop)
+    if not ok.all():
+        more = np.flatnonzero(~ok & keyed & (p <= stop))
+        if len(more):  # two or three key fields (e.g. a nested key)
+            ks, ke, _, _, ok2 = _items_rounds(padded(buf, stop), start[more], stop[more])
+            p[more], ok[more] = ke, ok2
     return start, p, p + 3, stop, ok
 
 

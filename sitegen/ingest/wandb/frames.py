@@ -21,8 +21,14 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from sitegen.errors import Problem
+
+try:  # the same CRC-32 as zlib's, several times faster over a whole file
+    from isal.isal_zlib import crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
+    from zlib import crc32
 from sitegen.ingest.wandb.fast import PAD, words
 from sitegen.ingest.wandb.spans import spans
 
@@ -34,9 +40,10 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 @dataclass
 class Records:
-    """The intact records of a file: payload ``i`` is ``buf[start[i]:end[i]]`` (records made of
-    several chunks are joined after the file's bytes, then come :data:`fast.PAD` zero bytes);
-    ``offset``: its first chunk in the file."""
+    """The intact records of a file: payload ``i`` is ``buf[start[i]:end[i]]`` (``buf``: a copy of
+    the file whose chunk headers the CRC check wrote over; records made of several chunks are
+    joined after the file's bytes, then come :data:`fast.PAD` zero bytes); ``offset``: its first
+    chunk in the file."""
 
     buf: np.ndarray
     start: np.ndarray
@@ -55,34 +62,39 @@ def _chunks(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, s
     ends = np.minimum(starts + BLOCK, size)
     off = starts.copy()
     off[0] = len(MAGIC)
-    found_off, found_len, found_type = [], [], []
     stop = np.full(len(starts), -1, np.int64)  # per block: offset of a broken chunk
     active = ends - off >= CHUNK
     # a block whose room for a header is cut by the end of the file: truncated there
     short = (~active) & (ends == size) & (off < size) & (starts + BLOCK - off >= CHUNK)
     stop[short] = off[short]
     idx = np.flatnonzero(active)
+    head = _headers(buf)
+    o, lim, room = off[idx], ends[idx], starts[idx] + BLOCK
+    found_at, found_in = [], []  # each step: the chunk found in each block still being walked
     while len(idx):
-        o = off[idx]
-        length = buf[o + 4].astype(np.int64) | (buf[o + 5].astype(np.int64) << 8)
-        kind = buf[o + 6].astype(np.int64)
-        end = o + CHUNK + length
-        bad = (kind < FULL) | (kind > LAST) | (end > ends[idx])
-        stop[idx[bad]] = o[bad]
-        good = idx[~bad]
-        found_off.append(o[~bad])
-        found_len.append(length[~bad])
-        found_type.append(kind[~bad])
-        off[good] = end[~bad]
-        more = ends[good] - off[good] >= CHUNK
-        cut = (~more) & (ends[good] == size) & (off[good] < size) & (starts[good] + BLOCK - off[good] >= CHUNK)
-        stop[good[cut]] = off[good[cut]]
-        idx = good[more]
-    offs = np.concatenate(found_off) if found_off else np.zeros(0, np.int64)
-    lens = np.concatenate(found_len) if found_len else np.zeros(0, np.int64)
-    kinds = np.concatenate(found_type) if found_type else np.zeros(0, np.int64)
-    order = np.argsort(offs, kind="stable")
-    offs, lens, kinds = offs[order], lens[order], kinds[order]
+        h = head[o - 1]
+        end = o + CHUNK + ((h >> 40) & 0xFFFF).astype(np.int64)
+        bad = ((h >> 56) - FULL > LAST - FULL) | (end > lim)
+        if bad.any():
+            stop[idx[bad]] = o[bad]
+            idx, o, end, lim, room = idx[~bad], o[~bad], end[~bad], lim[~bad], room[~bad]
+        found_at.append(o)
+        found_in.append(idx)
+        more = lim - end >= CHUNK
+        if not more.all():  # blocks walked to their end; one cut by the end of the file: truncated there
+            cut = ~more & (lim == size) & (end < size) & (room - end >= CHUNK)
+            stop[idx[cut]] = end[cut]
+            idx, end, lim, room = idx[more], end[more], lim[more], room[more]
+        o = end
+    offs = np.zeros(0, np.int64)
+    if found_at:  # in file order: block by block, the k-th chunk of a block found in step k
+        block = np.concatenate(found_in)
+        counts = np.bincount(block, minlength=len(starts))
+        place = (np.cumsum(counts) - counts)[block] + np.repeat(np.arange(len(found_at)), [len(f) for f in found_at])
+        offs = np.empty(len(block), np.int64)
+        offs[place] = np.concatenate(found_at)
+    lens = ((head[offs - 1] >> 40) & 0xFFFF).astype(np.int64)
+    kinds = (head[offs - 1] >> 56).astype(np.int64)
     broken = np.flatnonzero(stop >= 0)
     if not len(broken):
         return offs, lens, kinds, size, ""
@@ -96,6 +108,13 @@ def _chunks(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, s
         if why == "bad-record" and not buf[at:].any():
             why = "zeros"
     return offs[keep], lens[keep], kinds[keep], at, why
+
+
+def _headers(buf: np.ndarray) -> np.ndarray:
+    """The 8-byte word ending at each byte of ``buf`` (uint64, little-endian; a view, no copy):
+    ``[o - 1]`` holds the 7-byte chunk header at ``o`` in its top bytes (length at bits 40-55,
+    type at 56-63) and never reads past the header."""
+    return np.ndarray((max(len(buf) - 7, 0),), "<u8", buffer=buf, strides=(1,))
 
 
 def _crc_zeros(n: int) -> int:
@@ -124,34 +143,42 @@ for _ in range(63):
     _X2N.append(_mult(_X2N[-1], _X2N[-1]))
 
 
-def _crcs_hold(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, stored: np.ndarray) -> bool:
-    """Whether every chunk's checksum holds, from one ``zlib.crc32`` pass instead of one call per chunk.
+def _crcs_hold(work: np.ndarray, offs: np.ndarray, lens: np.ndarray, stored: np.ndarray) -> bool:
+    """Whether every chunk's checksum holds, from one CRC pass instead of one call per chunk.
+    ``work``: a writable copy of the file with room for 6 bytes after the last chunk; its headers,
+    padding and those 6 bytes are overwritten (the payloads are left as they are).
 
-    A copy of the file keeps only the checked bytes (type and payload) of each chunk, each followed
-    by its stored CRC XOR the CRC of as many zero bytes; headers and padding are zeroed. CRC-32 is
-    affine over GF(2) and ``crc(d + crc(d))`` is the same for every ``d``, so the copy's CRC equals
-    that of all zeros exactly when every chunk is intact (up to 2^-32 for damage in several chunks
-    that happens to cancel; a single damaged chunk is always caught). A miss: checked one by one.
+    The copy is made to keep only the checked bytes (type and payload) of each chunk, each followed
+    by its stored CRC XOR the CRC of as many zero bytes (written over the next chunk's checksum
+    field); headers and padding are zeroed. CRC-32 is affine over GF(2) and ``crc(d + crc(d))``
+    is the same for every ``d``, so the copy's CRC equals that of all zeros exactly when every
+    chunk is intact (up to 2^-32 for damage in several chunks that happens to cancel; a single
+    damaged chunk is always caught). A miss: checked one by one.
     """
     ends = offs + CHUNK + lens
-    size = int(ends[-1])
-    work = np.zeros(size + CHUNK - 1, np.uint8)  # room for the last chunk's CRC
-    work[:size] = buf[:size]
+    size = int(ends[-1]) + CHUNK - 1  # the checked bytes and the last chunk's fold
     work[: len(MAGIC)] = 0
-    work[(offs[:, None] + np.arange(CHUNK - 1)).ravel()] = 0  # checksum and length fields
+    _at(work, "<u4")[offs] = 0  # checksum
+    _at(work, "<u2")[offs + 4] = 0  # and length fields: one word each, not a byte at a time
     block = offs // BLOCK
     last = np.flatnonzero(np.append(block[1:] != block[:-1], True))  # each block's last chunk: padding after it
     pad = ends[last, None] + np.arange(CHUNK - 1)
     work[pad[pad < np.minimum((block[last, None] + 1) * BLOCK, size)]] = 0
+    work[size - 2 : size] = 0
     present = np.zeros(int(lens.max()) + 2, bool)
     present[lens + 1] = True
     zeros, crc, at = np.zeros(len(present), np.uint32), 0, 0
     for n in np.flatnonzero(present).tolist():  # CRCs of n zero bytes for each checked length n
         crc, at = zlib.crc32(bytes(n - at), crc), n
         zeros[n] = crc
-    fold = (stored ^ zeros[lens + 1]).astype("<u4").view(np.uint8).reshape(-1, 4)
-    work[ends[:, None] + np.arange(4)] = fold
-    return zlib.crc32(work) == _crc_zeros(len(work))  # type: ignore[arg-type]  # an ndarray is a buffer
+    _at(work, "<u4")[ends] = stored ^ zeros[lens + 1]
+    return crc32(work[:size]) == _crc_zeros(size)  # (an ndarray is a buffer)
+
+
+def _at(buf: np.ndarray, kind: str) -> np.ndarray:
+    """The words of type ``kind`` starting at each byte of ``buf`` (a view: reads and writes go to ``buf``)."""
+    size = np.dtype(kind).itemsize
+    return np.ndarray((max(len(buf) - size + 1, 0),), kind, buffer=buf, strides=(1,))
 
 
 def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | None = None) -> Records:
@@ -168,9 +195,14 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
         return out
     offs, lens, kinds, stop_at, why = _chunks(buf)
     stop_kind = why
+    # one copy of the file (the CRC check writes over its headers), with room after it for the
+    # records of several chunks joined and the zero bytes of :data:`fast.PAD`
+    room = int(lens[kinds != FULL].sum())
+    out.buf = np.empty(size + room + PAD, np.uint8)
+    out.buf[:size] = buf
     if verify and len(offs):
         stored = words(buf, offs, 4).astype(np.uint32)
-        if not _crcs_hold(buf, offs, lens, stored):  # some chunk is damaged: find the first, chunk by chunk
+        if not _crcs_hold(out.buf, offs, lens, stored):  # some chunk is damaged: find the first, chunk by chunk
             data = buf.tobytes() if raw is None else raw  # bytes slices are the cheapest to make
             first = (offs + 6).tolist()  # the type of the chunk, then its payload: one slice
             calc = np.fromiter(
@@ -208,14 +240,16 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
     out.start = offs[heads] + CHUNK
     out.end = out.start + lens[heads]
     parts = np.flatnonzero(k != FULL)  # chunks of records in several: joined after the file's bytes
-    extra = np.zeros(0, np.uint8)
+    used = 0
     if len(parts):
         extra = _joined(buf, offs[parts] + CHUNK, offs[parts] + CHUNK + lens[parts])
+        used = len(extra)
+        out.buf[size : size + used] = extra
         upto = size + np.cumsum(lens[parts])  # where each chunk's bytes end there
         first, last = np.flatnonzero(k[parts] == FIRST), np.flatnonzero(k[parts] == LAST)
         joined = k[heads] == FIRST
         out.start[joined], out.end[joined] = upto[first] - lens[parts[first]], upto[last]
-    out.buf = np.concatenate([buf, extra, np.zeros(PAD, np.uint8)])
+    out.buf[size + used :] = 0
     out.intact = int(offs[open_from - 1] + CHUNK + lens[open_from - 1]) if open_from else len(MAGIC)
     if stop_kind:
         out.problems.append(_problem(path, stop_at, stop_kind, size))
@@ -225,7 +259,8 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
 def _joined(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """The bytes of the spans one after another (copied by Arrow in one pass)."""
     pieces = spans(buf, start, stop)
-    data, offsets = pieces.buffers()[2], np.frombuffer(pieces.buffers()[1], np.int64)
+    wide = pieces.type == pa.large_binary()
+    data, offsets = pieces.buffers()[2], np.frombuffer(pieces.buffers()[1], np.int64 if wide else np.int32)
     ends = offsets[pieces.offset : pieces.offset + len(pieces) + 1]
     if data is None or ends[-1] == ends[0]:
         return np.zeros(0, np.uint8)

@@ -233,8 +233,7 @@ def item_spans(buf: np.ndarray, f: fast.Fields, sel: np.ndarray) -> tuple[np.nda
     """(key start, key stop, value start, value stop, ok) of the items that are the fields ``sel``
     of ``f``: the common layout in one pass (:func:`fast.items`), the others walked field by field."""
     start, stop = f.start[sel], f.stop[sel]
-    ks, ke, vs, ve, ok = fast.items(buf, f, sel)
-    ks, ke, vs, ve = ks.copy(), ke.copy(), vs.copy(), ve.copy()
+    ks, ke, vs, ve, ok = fast.items(buf, f, sel)  # (new arrays: the odd items are filled in below)
     odd = np.flatnonzero(~ok)
     if len(odd):
         m = len(odd)
@@ -281,9 +280,11 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
     Only the last operation on each key matters, so the items in the writer's layout (key
     fields, then the value to the end) are told apart by their key alone, and only the winners'
     values are located; any other item is read field by field. (The winners are checked again
-    with :func:`fast.items`; should one fail, the fold is redone with every item read in full.)"""
+    with :func:`fast.items`; should one fail, the fold is redone with every item read in full.)
+    A record repeated byte for byte just after it is left out first (:func:`repeated`)."""
     if not len(picked):
         return
+    picked = picked[~repeated(buf, top.start[picked], top.stop[picked])]
     perm = buffer_order(top.start[picked], split)
     picked = picked[perm]
     msgs = fast.fields(buf, top.start[picked], top.stop[picked])
@@ -292,6 +293,29 @@ def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: S
     place = perm[owner] * 2**32 + (msgs.tag_at[ops] - top.start[picked][owner])  # file order
     if not _fold(buf, msgs, ops, place, state, lazy=True):
         _fold(buf, msgs, ops, place, state, lazy=False)
+
+
+def repeated(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Whether each message (in file order) is byte for byte the same as one of the next two.
+
+    Why: wandb writes, after every step's summary record, one of the run's ``_runtime`` alone,
+    the same bytes until the next second; a summary record repeated later changes nothing the
+    later one does not do again, so only the last of a run of them needs folding. Candidates share
+    their length and first and last 8 bytes; each is then compared in full, a word at a time
+    (messages under 8 bytes are never dropped)."""
+    length = stop - start
+    buf = fast.padded(buf, stop)
+    head, tail = fast.words(buf, start), fast.words(buf, np.maximum(stop - 8, start))
+    out = np.zeros(len(start), bool)
+    for d in (1, 2):
+        i = np.flatnonzero((length[:-d] == length[d:]) & (head[:-d] == head[d:]) & (tail[:-d] == tail[d:]) & (length[:-d] >= 8))
+        k = 8  # the bytes between the first and last 8
+        while len(i):
+            whole = k >= length[i] - 8
+            out[i[whole]] = True
+            i = i[~whole]
+            i, k = i[fast.words(buf, start[i] + k) == fast.words(buf, start[i + d] + k)], k + 8
+    return out
 
 
 def _fold(buf: np.ndarray, msgs: fast.Fields, ops: np.ndarray, place: np.ndarray, state: State, lazy: bool) -> bool:
