@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
-from sitegen.ingest.csvtyped import Wide, to_long
+from sitegen.ingest.csvtyped import Wide, numbers, to_long
 from sitegen.ingest.files import problem, read_regular, read_regular_array
 from sitegen.ingest.values import Columns, number, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams, hparam_value
@@ -239,19 +239,22 @@ def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
             summary.update((k, v) for k, v in table.slice(int(i), 1).to_pylist()[0].items() if k != "step" and v is not None)
         keep = ~is_summary
     evaluation = np.zeros(table.num_rows, bool)
+    header, values, present, epoch = [], [], [], None
     for name in names:
-        if name.startswith(("eval_", "test_")):
-            evaluation |= np.asarray(table.column(name).is_valid().to_numpy(zero_copy_only=False), bool)
-    header, values, present = [], [], []
-    for name in names:
-        col = table.column(name).combine_chunks()
+        col = table.column(name)
         if name != "step" and not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            if name.startswith(("eval_", "test_")):
+                evaluation |= np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
             continue
+        v, p = numbers(col)
         header.append(name if name == "step" else _tag(name))
-        values.append(col.to_numpy(zero_copy_only=False).astype(np.float64))
-        present.append(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool) if col.null_count else np.ones(len(col), bool))
-        if name == "epoch":
-            present[-1] = present[-1] & ~evaluation
+        values.append(v if name == "step" else v.astype(np.float64, copy=False))
+        present.append(p)
+        if name.startswith(("eval_", "test_")):
+            evaluation |= p
+        epoch = len(header) - 1 if name == "epoch" else epoch
+    if epoch is not None:
+        present[epoch] = present[epoch] & ~evaluation
     wide = Wide(header, values, present, table.num_rows, 0, lambda i: None)
     rows: "slice | np.ndarray" = keep if not keep.all() else slice(None)  # no summary row: no copies
     return to_long(wide, header.index("step"), rows, set()), summary

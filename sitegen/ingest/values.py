@@ -104,7 +104,8 @@ def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np
 def _repeated(tag: str, n: int) -> pa.Array:
     """``n`` copies of ``tag`` as a string array (offsets a ramp, bytes one repeat)."""
     raw = tag.encode("utf-8", "surrogatepass")
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    offsets = np.arange(n + 1, dtype=np.int32)
+    offsets *= np.int32(len(raw))
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
