@@ -36,13 +36,15 @@ class Wide:
 
 def read_wide(path: Path, data: bytes, problems: list[Problem], *, missing: Sequence[str] = ("",), delimiter: str | None = None) -> Wide:
     """Every column of a CSV file as numbers; ``missing``: cell texts that mean "no value"."""
-    fast = _typed(data, delimiter or ("\t" if path.suffix.lower() == ".tsv" else ","), missing)
+    fast = typed(data, delimiter or ("\t" if path.suffix.lower() == ".tsv" else ","), missing)
     if fast is not None:
         return fast
     return _checked(path, data, problems, missing, delimiter)
 
 
-def _typed(data: bytes, delim: str, missing: Sequence[str]) -> Wide | None:
+def typed(data: bytes, delim: str, missing: Sequence[str]) -> Wide | None:
+    """Every column as numbers by pyarrow's typed parser; None when it refuses the file (a
+    cell that is not a number, a row of another width, no header, ...)."""
     import pyarrow.csv as pacsv  # lazy: keeps a rebuild that changes nothing quick
 
     if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")) or not data.endswith((b"\n", b"\r")):
@@ -66,12 +68,25 @@ def _typed(data: bytes, delim: str, missing: Sequence[str]) -> Wide | None:
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError):
         return None
-    values, present = [], []
-    for i in range(len(header)):
-        col = table.column(i).combine_chunks()
-        values.append(col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
-        present.append(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool) if col.null_count else np.ones(len(col), bool))
-    return Wide(header, values, present, table.num_rows, len(data), lambda i: None)
+    values, present = zip(*(numbers(table.column(i)) for i in range(len(header))))
+    return Wide(header, list(values), list(present), table.num_rows, len(data), lambda i: None)
+
+
+def numbers(col: "pa.ChunkedArray") -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column of pyarrow's as (values, present). Why not ``to_numpy``: a column with
+    missing cells would be copied to put NaN in them, and then copied again as float64; here the
+    values are the column's own memory (one copy when it came in several chunks), int64 kept as
+    it is, and a missing cell's slot is left as it is: ``present`` says to skip it."""
+    arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    n, kind = len(arr), {pa.float64(): np.float64, pa.int64(): np.int64}.get(arr.type)
+    if kind is None:
+        return arr.to_numpy(zero_copy_only=False).astype(np.float64), np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+    validity, data = arr.buffers()[:2]
+    values = np.frombuffer(data, kind, n, arr.offset * 8) if n else np.empty(0, kind)
+    if not arr.null_count:
+        return values, np.ones(n, bool)
+    bits = np.unpackbits(np.frombuffer(validity, np.uint8), count=arr.offset + n, bitorder="little")
+    return values, bits[arr.offset :].view(bool)
 
 
 def _checked(path: Path, data: bytes, problems: list[Problem], missing: Sequence[str], delimiter: str | None) -> Wide:
@@ -121,23 +136,39 @@ def to_long(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int
 
 
 def to_series(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[int]) -> dict[str, tuple[np.ndarray, None, np.ndarray]]:
-    """``{tag: (steps, None, values)}`` of the wide columns (no wall times; see :func:`to_long`)."""
-    steps_f = wide.values[step_col][rows]
-    with np.errstate(invalid="ignore"):
-        ok = wide.present[step_col][rows] & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
-    every = bool(ok.all())
-    steps = steps_f.astype(np.int64) if every else np.where(ok, steps_f, 0).astype(np.int64)
+    """``{tag: (steps, None, values)}`` of the wide columns (no wall times; see :func:`to_long`).
+    A dense column's steps and values are views; sparse columns with the same rows share one
+    array of steps (HF: the train metrics, the eval metrics)."""
+    steps, ok = steps_of(wide.values[step_col][rows], wide.present[step_col][rows])
+    shared: dict[bytes, np.ndarray] = {}  # the steps of the rows of a mask, by its bits
     series: dict[str, tuple[np.ndarray, None, np.ndarray]] = {}
     for j, name in enumerate(wide.header):
         if j == step_col or j in skip or not name:
             continue
-        keep = wide.present[j][rows] & ok
-        n = int(keep.sum())
+        keep = wide.present[j][rows] if ok is None else wide.present[j][rows] & ok
+        n = int(np.count_nonzero(keep))
         if n == len(keep):  # a dense column (Keras, HF train rows): views, not copies
             series[name] = (steps, None, wide.values[j][rows])
         elif n:
-            series[name] = (steps[keep], None, wide.values[j][rows][keep])
+            key = np.packbits(keep).tobytes()
+            if key not in shared:
+                shared[key] = steps[keep]
+            series[name] = (shared[key], None, wide.values[j][rows][keep])
     return series
+
+
+def steps_of(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, "np.ndarray | None"]:
+    """(the steps as int64, the rows that have one; None: every row). A step is a whole number
+    below 2**63 in magnitude, read as float64 (so that int64 steps beyond 2**53 round as float
+    ones do); int64 steps within 2**53 are whole already and are used as they are."""
+    if values.dtype == np.int64 and len(values) and -(2**53) <= values.min() and values.max() <= 2**53:
+        return values, None if present.all() else present
+    steps_f = values.astype(np.float64, copy=False)
+    with np.errstate(invalid="ignore"):
+        ok = present & np.isfinite(steps_f) & (np.floor(steps_f) == steps_f) & (np.abs(steps_f) < 2.0**63)
+    if ok.all():
+        return steps_f.astype(np.int64), None
+    return np.where(ok, steps_f, 0).astype(np.int64), ok
 
 
 def read_file(path: Path, run: RunData, options: ReadOptions, missing: tuple[str, ...]) -> tuple[bytes, Wide] | None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
-from sitegen.ingest.csvtyped import read_wide
+from sitegen.ingest.csvtyped import read_wide, steps_of
 from sitegen.ingest.files import read_or_note
 from sitegen.ingest.values import grouped_table, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
@@ -101,18 +101,19 @@ def _read_tsv(path: Path, run: RunData, roots: tuple[str, ...]) -> tuple[np.ndar
     n = wide.nrows
     if "step" in header:
         s = header.index("step")
-        sv, sp = wide.values[s][:n], wide.present[s][:n]
-        with np.errstate(invalid="ignore"):
-            good = sp & np.isfinite(sv) & (np.floor(sv) == sv) & (np.abs(sv) < 2.0**63)
-        step = np.where(good, sv, 0).astype(np.int64)
+        step, ok = steps_of(wide.values[s][:n], wide.present[s][:n])
     else:
-        good = np.ones(n, bool)
-        step = np.arange(n, dtype=np.int64)
-    wall = np.full(n, np.nan)
+        step, ok = np.arange(n, dtype=np.int64), None
     if "timestamp" in header:
         t = header.index("timestamp")
-        wall = np.where(wide.present[t][:n], wide.values[t][:n] / 1000.0, np.nan)
-    keep = good & wide.present[j][:n]
+        wall = wide.values[t][:n] / 1000.0
+        if not wide.present[t][:n].all():
+            wall[~wide.present[t][:n]] = np.nan
+    else:
+        wall = np.full(n, np.nan)
+    keep = wide.present[j][:n] if ok is None else ok & wide.present[j][:n]
+    if keep.all():  # every row (the usual file): the parsed columns as they are
+        return step, wall, wide.values[j][:n]
     return step[keep], wall[keep], wide.values[j][:n][keep]
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
-from sitegen.ingest.csvtyped import Wide, to_long
+from sitegen.ingest.csvtyped import Wide, numbers, to_long
 from sitegen.ingest.files import problem, read_regular, read_regular_array
 from sitegen.ingest.values import Columns, number, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams, hparam_value
@@ -178,16 +178,20 @@ def _load(path: Path, problems: list[Problem], roots: tuple[str, ...]) -> tuple[
 _OPEN = b'\n  "log_history": [\n    {'
 _CLOSE = b"\n    }\n  ]"
 _EDGE = 1 << 16  # where the fast path looks for the start and the end of log_history
+_CUT = b"},\n    {\n  "  # the end of a log row and the start of the next (two bytes of its first line's indent)
+_HALVES = b']}{"a":[{'  # ... what the bytes after that "}" become: the end of one object, the start of another
+_HALVES_ABOVE = 1 << 16  # bytes of log rows below which they are parsed as one object
 
 
 def _fast(buf: np.ndarray) -> dict[str, Any] | None:
     """The state as ``TrainerState.save_to_json`` lays it out (indent 2, sorted keys), its log
-    rows parsed by ``pyarrow.json`` as one object: the space before ``"log_history"`` becomes
-    ``{`` and the byte after its ``]`` becomes ``}``, so no pass over the rows is needed to make
-    them JSON lines. None (``buf`` as it was) when the layout or a value is not what that writer
-    makes."""
-    import pyarrow.json as pajson  # lazy: keeps a rebuild that changes nothing quick
-
+    rows parsed by ``pyarrow.json``: the space before ``"log_history"`` becomes ``{`` and the
+    byte after its ``]`` becomes ``}``, so no pass over the rows is needed to make them JSON
+    lines. Why in two halves, the second on a thread of its own: pyarrow parses an object in one
+    block, on one thread (blocks that end inside an object are refused, and looking for where an
+    object ends is a pass over it); the row end nearest the middle becomes ``}]}{"a":[{``. The
+    halves are joined when their columns agree, else parsed again as one object. None (``buf``
+    as it was) when the layout or a value is not what that writer makes."""
     start = buf[:_EDGE].tobytes().find(_OPEN)
     tail = max(0, len(buf) - _EDGE)
     end = buf[tail:].tobytes().rfind(_CLOSE)
@@ -203,28 +207,75 @@ def _fast(buf: np.ndarray) -> dict[str, Any] | None:
     key, close = start + 2, hi + 2  # the space before '"log_history"', the byte after its "]"
     if close >= len(buf) or buf[key] != ord(" ") or buf[close] not in (ord(","), ord("\n")):
         return None
-    saved = buf[close]
-    buf[key], buf[close] = ord("{"), ord("}")
-    one = buf[key : close + 1]
-    try:
-        table = pajson.read_json(
-            pa.BufferReader(pa.py_buffer(one)),
-            read_options=pajson.ReadOptions(block_size=len(one) + 1),  # one object: one block
-            parse_options=pajson.ParseOptions(newlines_in_values=True),
-        )
-        rows = table.column("log_history").chunk(0).flatten() if table.num_rows == 1 else None
-        names = [rows.type.field(i).name for i in range(rows.type.num_fields)] if isinstance(rows, pa.StructArray) else []
-    except (pa.ArrowException, ValueError, KeyError):  # bad JSON, bad UTF-8 in a key (a ValueError), rows not objects
-        rows, names = None, []
-    finally:  # the caller's buffer as it was, whatever happened
-        buf[key], buf[close] = ord(" "), saved
-    if not isinstance(rows, pa.StructArray) or rows.null_count:
-        return None
-    history = pa.Table.from_arrays(rows.flatten(), names=names) if len(set(names)) == len(names) else None
-    if history is None or "step" not in names or history.column("step").type != pa.int64() or history.column("step").null_count:
+    cut = _middle(buf, lo, hi) if hi - lo >= _HALVES_ABOVE else None
+    history = _parse(buf, key, close, cut)
+    if history is False:  # the halves' columns differ (a key first seen as int, then float)
+        history = _parse(buf, key, close, None)
+    if not isinstance(history, pa.Table):
         return None
     state["log_history"] = history
     return state
+
+
+def _middle(buf: np.ndarray, lo: int, hi: int) -> int | None:
+    """Where the first row end at or after the middle of ``buf[lo:hi]`` is (looked for in a
+    small window first: rows are short); None when there is none."""
+    at, window = (lo + hi) // 2, 4096
+    while True:
+        found = buf[at : min(hi, at + window)].tobytes().find(_CUT)
+        if found >= 0:
+            return at + found
+        if at + window >= hi:
+            return None
+        window *= 16
+
+
+def _parse(buf: np.ndarray, key: int, close: int, cut: int | None) -> "pa.Table | None | bool":
+    """The log rows between ``key`` and ``close`` as a table, in halves at ``cut`` (None: as one
+    object); None when they are not rows, False when the halves' columns cannot be joined."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    edits = [(key, b"{"), (close, b"}"), *([] if cut is None else [(cut + 1, _HALVES)])]
+    saved = [(at, buf[at : at + len(new)].tobytes()) for at, new in edits]
+    try:
+        for at, new in edits:
+            buf[at : at + len(new)] = np.frombuffer(new, np.uint8)
+        if cut is None:
+            return _rows(buf[key : close + 1], "log_history")
+        with ThreadPoolExecutor(1) as pool:  # (waits for the second half before the bytes are put back)
+            second = pool.submit(_rows, buf[cut + 3 : close + 1], "a")
+            first = _rows(buf[key : cut + 3], "log_history")
+            halves = (first, second.result())
+    except (pa.ArrowException, ValueError, KeyError):  # bad JSON, bad UTF-8 in a key (a ValueError), rows not objects
+        return None
+    finally:  # the caller's buffer as it was, whatever happened
+        for at, old in saved:
+            buf[at : at + len(old)] = np.frombuffer(old, np.uint8)
+    if halves[0] is None or halves[1] is None:
+        return None
+    try:
+        return pa.concat_tables(halves, promote_options="default")  # a key missing from a half: null there
+    except (pa.ArrowException, TypeError):
+        return False
+
+
+def _rows(piece: np.ndarray, name: str) -> pa.Table | None:
+    """One object ``{name: [rows]}`` parsed by ``pyarrow.json`` in one block: the rows as a
+    table, a column per key; None when they are not rows with an integer ``step`` each."""
+    import pyarrow.json as pajson  # lazy: keeps a rebuild that changes nothing quick
+
+    table = pajson.read_json(
+        pa.BufferReader(pa.py_buffer(piece)),
+        read_options=pajson.ReadOptions(block_size=len(piece) + 1),  # one object: one block
+        parse_options=pajson.ParseOptions(newlines_in_values=True),
+    )
+    rows = table.column(name).chunk(0).flatten() if table.num_rows == 1 and table.column_names == [name] else None
+    names = [rows.type.field(i).name for i in range(rows.type.num_fields)] if isinstance(rows, pa.StructArray) else []
+    if not isinstance(rows, pa.StructArray) or rows.null_count or len(set(names)) != len(names) or "step" not in names:
+        return None
+    history = pa.Table.from_arrays(rows.flatten(), names=names)
+    step = history.column("step")
+    return history if step.type == pa.int64() and not step.null_count else None
 
 
 def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
@@ -239,19 +290,22 @@ def _table_scalars(table: pa.Table) -> tuple[pa.Table, dict[str, Any]]:
             summary.update((k, v) for k, v in table.slice(int(i), 1).to_pylist()[0].items() if k != "step" and v is not None)
         keep = ~is_summary
     evaluation = np.zeros(table.num_rows, bool)
+    header, values, present, epoch = [], [], [], None
     for name in names:
-        if name.startswith(("eval_", "test_")):
-            evaluation |= np.asarray(table.column(name).is_valid().to_numpy(zero_copy_only=False), bool)
-    header, values, present = [], [], []
-    for name in names:
-        col = table.column(name).combine_chunks()
+        col = table.column(name)
         if name != "step" and not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            if name.startswith(("eval_", "test_")):
+                evaluation |= np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool)
             continue
+        v, p = numbers(col)
         header.append(name if name == "step" else _tag(name))
-        values.append(col.to_numpy(zero_copy_only=False).astype(np.float64))
-        present.append(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool) if col.null_count else np.ones(len(col), bool))
-        if name == "epoch":
-            present[-1] = present[-1] & ~evaluation
+        values.append(v if name == "step" else v.astype(np.float64, copy=False))
+        present.append(p)
+        if name.startswith(("eval_", "test_")):
+            evaluation |= p
+        epoch = len(header) - 1 if name == "epoch" else epoch
+    if epoch is not None:
+        present[epoch] = present[epoch] & ~evaluation
     wide = Wide(header, values, present, table.num_rows, 0, lambda i: None)
     rows: "slice | np.ndarray" = keep if not keep.all() else slice(None)  # no summary row: no copies
     return to_long(wide, header.index("step"), rows, set()), summary

@@ -25,7 +25,7 @@ import numpy as np
 
 from sitegen.errors import Problem
 from sitegen.ingest import yamlish
-from sitegen.ingest.csvtyped import Wide, read_wide, to_series
+from sitegen.ingest.csvtyped import Wide, read_wide, to_series, typed
 from sitegen.ingest.files import read_or_note
 from sitegen.ingest.values import grouped_table
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
@@ -81,15 +81,25 @@ def _blocks(data: bytes) -> list[tuple[int, bytes]]:
     return [(a, data[a:b]) for a, b in zip(starts, starts[1:] + [len(data)])]
 
 
+def _whole(data: bytes) -> Wide | None:
+    """The file in one typed parse, when that parse shows it has one header: a header line again
+    would be a row whose first cell is text. Not when that text could be a number (``nan``,
+    ``inf``, ...): then :func:`_blocks` looks for it. Why: a file of one session (the usual
+    case) is read without a pass over its bytes looking for a second header."""
+    first = data[: data.find(b"\n")].split(b",", 1)[0].strip(b"\r\xef\xbb\xbf ").lower()
+    return None if first.startswith((b"nan", b"inf")) else typed(data, ",", ("",))
+
+
 def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
     data = read_or_note(path, roots, run.problems)
     if data is None:
         return
     series: dict[str, tuple[np.ndarray, None, np.ndarray]] = {}
     decoded = 0
-    for start, block in _blocks(data):
+    whole = _whole(data)
+    for start, block in [(0, data)] if whole is not None else _blocks(data):
         before = len(run.problems)
-        wide = read_wide(path, block, run.problems, delimiter=",")
+        wide = whole if whole is not None else read_wide(path, block, run.problems, delimiter=",")
         if start:  # offsets in the file, not in the block
             run.problems[before:] = [p if p.offset is None else replace(p, offset=p.offset + start) for p in run.problems[before:]]
         decoded = start + wide.decoded
@@ -108,9 +118,12 @@ def _read_metrics(path: Path, run: RunData, roots: tuple[str, ...]) -> None:
 def _once_per_step(wide: Wide, col: int, step_col: int) -> None:
     """The logger adds ``epoch`` to every row it writes: a row that repeats the previous row's
     step and epoch (a validation row after a training row) adds no ``epoch`` point."""
-    idx = np.flatnonzero(wide.present[col])
-    steps, epochs = wide.values[step_col][idx], wide.values[col][idx]
-    repeat = (steps[1:] == steps[:-1]) & (epochs[1:] == epochs[:-1])
     present = wide.present[col].copy()
-    present[idx[1:][repeat]] = False
+    idx = None if present.all() else np.flatnonzero(present)  # None: every row (the logger's file), nothing to gather
+    steps, epochs = (wide.values[step_col], wide.values[col]) if idx is None else (wide.values[step_col][idx], wide.values[col][idx])
+    repeat = (steps[1:] == steps[:-1]) & (epochs[1:] == epochs[:-1])
+    if idx is None:
+        present[1:][repeat] = False
+    else:
+        present[idx[1:][repeat]] = False
     wide.present[col] = present

@@ -78,6 +78,7 @@ def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np
         return empty_scalars()
     counts = [len(series[t][0]) for t in tags]
     nan = np.full(max(counts), np.nan)  # views of it: the wall times of tags that have none
+    names = _repeated([(t, n) for t, n in zip(tags, counts) if n >= OWN_CHUNK])
     batches: list[pa.RecordBatch] = []
     small: list[str] = []
     rows = 0
@@ -86,7 +87,7 @@ def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np
             if small:  # the smaller tags before it first: chunks stay in tag order
                 batches.append(_shared_chunk(small, series, nan))
                 small, rows = [], 0
-            batches += _own_chunks(tag, series[tag], nan)
+            batches += _own_chunks(names[tag], series[tag], nan)
             continue
         small.append(tag)
         rows += n
@@ -101,19 +102,42 @@ def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np
     return table
 
 
-def _repeated(tag: str, n: int) -> pa.Array:
-    """``n`` copies of ``tag`` as a string array (offsets a ramp, bytes one repeat)."""
-    raw = tag.encode("utf-8", "surrogatepass")
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+def _cap(tag: str) -> int:
+    """Rows of ``tag`` per chunk: its tag bytes stay under 2 GiB (int32 offsets)."""
+    return max(1, (2**31 - 1) // max(1, len(tag.encode("utf-8", "surrogatepass"))))
 
 
-def _own_chunks(tag: str, cols: tuple[np.ndarray, "np.ndarray | None", np.ndarray], nan: np.ndarray) -> list[pa.RecordBatch]:
-    """One large tag as record batches of at most as many rows as keep its tag bytes under 2 GiB."""
+def _repeated(tags: list[tuple[str, int]]) -> dict[str, pa.Array]:
+    """Each ``(tag, n)`` as ``min(n, cap)`` copies of the tag in a string array (offsets a ramp,
+    bytes one repeat). Why the bytes of all of them in one numpy array: numpy backs a large
+    allocation with huge pages, so filling it costs a fraction of the page faults of one
+    ``bytes`` per tag."""
+    raws = [t.encode("utf-8", "surrogatepass") for t, _ in tags]
+    rows = [min(n, _cap(t)) for t, n in tags]
+    blob = np.empty(sum(len(r) * k for r, k in zip(raws, rows)), np.uint8)
+    out: dict[str, pa.Array] = {}
+    at = 0
+    for (tag, _), raw, k in zip(tags, raws, rows):
+        part = blob[at : at + len(raw) * k]
+        at += len(part)
+        done = len(raw)
+        part[:done] = np.frombuffer(raw, np.uint8)
+        while done < len(part):  # doubling: a few large copies
+            step = min(done, len(part) - done)
+            part[done : done + step] = part[:step]
+            done += step
+        offsets = np.arange(k + 1, dtype=np.int32)
+        offsets *= np.int32(len(raw))
+        out[tag] = pa.StringArray.from_buffers(k, pa.py_buffer(offsets), pa.py_buffer(part))
+    return out
+
+
+def _own_chunks(names: pa.Array, cols: tuple[np.ndarray, "np.ndarray | None", np.ndarray], nan: np.ndarray) -> list[pa.RecordBatch]:
+    """One large tag as record batches of at most ``len(names)`` rows (its tag strings, made by
+    :func:`_repeated`: as many as keep their bytes under 2 GiB)."""
     steps, walls, values = cols
     n = len(steps)
-    cap = max(1, (2**31 - 1) // max(1, len(tag.encode("utf-8", "surrogatepass"))))
-    names = _repeated(tag, min(n, cap))
+    cap = len(names)
     out = []
     for a in range(0, n, cap):
         b = min(n, a + cap)

@@ -276,6 +276,35 @@ def test_hf_fast_path_equals_the_reference(tmp_path):
         assert_rows(rows(type("R", (), {"scalars": fast})), rows(type("R", (), {"scalars": ref})))
 
 
+def test_hf_fast_path_in_halves_equals_the_reference():
+    """A state large enough to be parsed in two halves gives what the row-by-row path gives: a
+    key only in the second half, eval rows, and a key whose ints turn into floats after the middle
+    (the halves' columns disagree: parsed again as one object)."""
+    import numpy as np
+
+    from sitegen.ingest import hftrainer
+
+    for flip in (None, 2500):
+        history = []
+        for i in range(1, 3001):
+            row = {"epoch": i / 100, "learning_rate": 1e-4 * (1 - i / 3000), "loss": 1 / i, "step": i}
+            if flip is not None:
+                row["flos"] = i if i < flip else i + 0.5
+            if i > 2900:
+                row["late"] = -i
+            history.append(row)
+            if i % 10 == 0:
+                history.append({"epoch": i / 100, "eval_loss": 2 / i, "step": i})
+        data = json.dumps({"global_step": 3000, "log_history": history}, indent=2, sort_keys=True).encode()
+        buf = np.frombuffer(bytearray(data), np.uint8)
+        state = hftrainer._fast(buf)
+        assert state is not None and buf.tobytes() == data
+        assert state["log_history"].num_rows == len(history)
+        fast, _ = hftrainer._table_scalars(state["log_history"])
+        ref, _ = hftrainer._scalars(history)
+        assert_rows(rows(type("R", (), {"scalars": fast})), rows(type("R", (), {"scalars": ref})))
+
+
 def test_lightning_second_header_is_the_header_of_the_rows_after_it(tmp_path):
     """A metrics.csv appended to by a second session: its rows follow their own header."""
     d = tmp_path / "version_0"
