@@ -70,6 +70,7 @@ def scan(
     hidden = {name for r in READERS.values() for name in getattr(r, "HIDDEN_FOLDERS", ())}
     unread = [r for r in READERS.values() if hasattr(r, "unread")]
     order = list(READERS.values())
+    claimer = _Claimers(patterns)
     top = os.fspath(archive)
     # plain strings until a run is found: the scan visits every folder of the archive, and
     # pathlib cost it more than the system calls
@@ -97,7 +98,7 @@ def scan(
             why = reader.unread(dirpath, filenames)
             if why:
                 problems.append(Problem(dirpath, None, "unsupported", why))
-        regular = _report_odd_entries(dirpath, filenames, dirnames, patterns, problems, roots)
+        regular = _report_odd_entries(dirpath, filenames, dirnames, claimer, problems, roots)
         store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
         if store is not None:
             found.extend(_inside(store.discover(Path(dirpath), archive), roots, problems))
@@ -165,16 +166,24 @@ def _plain_claimer(order: list, first: int, name: str, patterns: dict[str, tuple
     return None
 
 
-def _first_claimer(name: str, patterns: dict[str, tuple[str, ...]]) -> int | None:
-    """The registry position of the first reader that claims a file of this name."""
-    return next((i for i, r in enumerate(READERS.values()) if _claims(r, name, patterns)), None)
+class _Claimers(dict):
+    """The registry position of the first reader that claims a file of a name (None: none),
+    asked once per name: folder names repeat across an archive (``run00`` in every model)."""
+
+    def __init__(self, patterns: dict[str, tuple[str, ...]]) -> None:
+        super().__init__()
+        self.patterns = patterns
+
+    def __missing__(self, name: str) -> int | None:
+        got = self[name] = next((i for i, r in enumerate(READERS.values()) if _claims(r, name, self.patterns)), None)
+        return got
 
 
 def _report_odd_entries(
     directory: str,
     filenames: list[str],
     dirnames: list[str],
-    patterns: dict[str, tuple[str, ...]],
+    claimer: _Claimers,
     problems: list[Problem],
     roots: tuple[str, ...],
 ) -> dict[str, int]:
@@ -185,7 +194,7 @@ def _report_odd_entries(
     the only one the scan makes; hidden ones included, but never reported)."""
     regular: dict[str, int] = {}
     for name in sorted(filenames) + list(dirnames):
-        first = _first_claimer(name, patterns)
+        first = claimer[name]
         if first is None:
             continue
         path = os.path.join(directory, name)
