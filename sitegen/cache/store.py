@@ -11,12 +11,14 @@ folder of them: creating files and folders was a third of what caching a small r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
 import stat
+import struct
 import zlib
 from pathlib import Path
 from typing import Any, Callable
@@ -64,8 +66,10 @@ _HEAD_ONLY = len(_SUMMARY_MAGIC) + 24 + 8 + 8 * _LEVEL_SLOTS
 _SUMMARY_HEAD = _HEAD_ONLY + 4 * (_LEVEL_SLOTS + 3)
 
 
-def _row_type(types: list[str]) -> np.dtype:
-    """A summary point as it is kept: its columns side by side, packed."""
+@functools.lru_cache(maxsize=64)
+def _row_type(types: tuple[str, ...]) -> np.dtype:
+    """A summary point as it is kept: its columns side by side, packed (made once per set of
+    column types: a rebuild reads a summary per run)."""
     return np.dtype([(name, t) for (name, _), t in zip(_FILE_COLUMNS, types)])
 
 
@@ -155,7 +159,7 @@ class Store:
             narrowest("pos", order, "<i4"),
         ]
         codes = b"".join(_TYPE_CODES[c.dtype.str if c.dtype.itemsize > 1 else "u1"] for c in cols).ljust(8, b" ")
-        rows = np.empty(n, _row_type([c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols]))
+        rows = np.empty(n, _row_type(tuple(c.dtype.str if c.dtype.itemsize > 1 else "u1" for c in cols)))
         for (name, _), c in zip(_FILE_COLUMNS, cols):
             rows[name] = c
         text = json.dumps(doc).encode("utf-8", "surrogatepass")
@@ -193,16 +197,15 @@ class Store:
             start = os.pread(fd, _SUMMARY_HEAD, 0)
             if len(start) < _SUMMARY_HEAD or not start.startswith(_SUMMARY_MAGIC):
                 return _damaged_summary(path, "not a summary of this version")
-            crcs = [int.from_bytes(start[i : i + 4], "little") for i in range(_HEAD_ONLY, _SUMMARY_HEAD, 4)]
+            crcs = struct.unpack_from(f"<{_LEVEL_SLOTS + 3}I", start, _HEAD_ONLY)
             if zlib.crc32(start[:_HEAD_ONLY]) != crcs[0]:
                 return _damaged_summary(path, "header checksum mismatch")
             at = len(_SUMMARY_MAGIC)
-            n, size, lines = (int.from_bytes(start[at + 8 * i : at + 8 * i + 8], "little") for i in range(3))
-            codes = [_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS))]
-            types = [t for t in codes if t is not None]
-            if len(types) != len(codes):
+            n, size, lines = struct.unpack_from("<3Q", start, at)
+            codes = tuple(_CODE_TYPES.get(start[i : i + 1]) for i in range(at + 24, at + 24 + len(_FILE_COLUMNS)))
+            if None in codes:
                 return None
-            row = _row_type(types)
+            row = _row_type(codes)
             if doc:  # the document alone: its points are checked when they are read
                 part = os.pread(fd, size, _SUMMARY_HEAD + 4 * lines + n * row.itemsize)
                 if len(part) != size or zlib.crc32(part) != crcs[-1]:
