@@ -452,7 +452,7 @@ def _keep_bands(
     drawn: dict[str, list[Any]],
     kept: compare.Kept | None,
 ) -> None:
-    """Keep each group's bands for the next build (those it had to compute any column of)."""
+    """Keep each group's bands for the next build (unless the kept ones are at the same steps)."""
     if kept is None or kept.save is None:
         return
     for k, (g, doc, old) in enumerate(zip(ms, docs, olds)):
