@@ -331,7 +331,7 @@ def summary_data(
     docs = [_member_doc(group, g, n_out, kept) for g in ms]
     olds = [_kept_bands(group, g, doc, kept) for g, doc in zip(ms, docs)]
     drawn = {t: _tag([f.get(t) for f in flat], ms, most, [o.get(t) for o in olds]) for t in tags}
-    _keep_bands(group, ms, docs, olds, drawn, kept)
+    _keep_bands(group, ms, docs, olds, drawn, flat, kept)
     for g, f in zip(ms, flat):
         bad: set[int] = set()
         for run_of, _, value in f.values():
@@ -450,14 +450,16 @@ def _keep_bands(
     docs: list[dict | None],
     olds: list[dict[str, Band]],
     drawn: dict[str, list[Any]],
+    flat: list[Tagged],
     kept: compare.Kept | None,
 ) -> None:
-    """Keep each group's bands for the next build (unless the kept ones are at the same steps)."""
+    """Keep each group's bands for the next build, unless the kept ones still serve: the steps
+    they lack all lie outside the group's own steps (where a band is empty without a look)."""
     if kept is None or kept.save is None:
         return
     for k, (g, doc, old) in enumerate(zip(ms, docs, olds)):
         mine = {t: d[k + 1] for t, d in drawn.items() if d[k + 1] is not None}
-        if doc is None or (len(old) == len(mine) and all(t in old and np.array_equal(old[t][0], b[0]) for t, b in mine.items())):
+        if doc is None or (old and all(t in old and not _inside(b[0][~np.isin(b[0], old[t][0])], flat[k][t][1]) for t, b in mine.items())):
             continue
         tags = sorted(mine)
         arrays: dict[str, np.ndarray] = {}
@@ -465,6 +467,11 @@ def _keep_bands(
             x, q, n, bad = mine[t]
             arrays |= {f"x{j}": x, **{f"q{j}_{i}": q[i] for i in range(len(QUANTILES))}, f"n{j}": n, f"b{j}": bad}
         kept.save(group.slug, g.key + BANDS, {**doc, "tags": tags}, arrays)
+
+
+def _inside(steps: np.ndarray, own: np.ndarray) -> bool:
+    """Whether any of ``steps`` lies between the first and the last of a group's ``own`` steps."""
+    return bool(len(steps) and len(own) and ((steps >= own.min()) & (steps <= own.max())).any())
 
 
 BANDS = "/bands"  # (after a group's key: its bands are kept beside its points; a key has no "/")

@@ -256,3 +256,12 @@ def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path:
     fresh = tmp_path / "fresh"
     build(root, fresh, BuildOptions(config=cfg, use_cache=False, executor=Serial(), source_date_epoch=5))
     assert page.read_bytes() == (fresh / "compare" / "all" / "index.html").read_bytes()
+    # it grows again: the unchanged groups' bands (kept once, not written again: the steps they
+    # lacked were past their own) still serve
+    write_run(root / "p1" / "m" / "r3", tags=["loss", "acc"], steps=560, seed=13, start=1.7e9 + 3)
+    calls.clear()
+    build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial(), source_date_epoch=5))
+    kept = [(n, todo) for was, n, todo in calls if was]
+    assert len(kept) == 4 and all(todo < n / 2 for n, todo in kept), calls
+    build(root, fresh, BuildOptions(config=cfg, use_cache=False, executor=Serial(), source_date_epoch=5))
+    assert page.read_bytes() == (fresh / "compare" / "all" / "index.html").read_bytes()
