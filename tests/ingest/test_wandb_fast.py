@@ -73,7 +73,7 @@ def walk_sorted(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> list[tu
 def test_fields_equal_the_walk_one_field_at_a_time():
     raw = example()
     buf = np.frombuffer(raw, np.uint8)
-    recs = frames.frame_records(buf, "x", True, raw)
+    recs = frames.frame_records(buf, "x", True)
     top = fast.records(recs.buf, recs.start, recs.end)
     cases = [(recs.buf, top.start[top.wire == 2], top.stop[top.wire == 2])]
     rng = np.random.default_rng(5)
@@ -99,7 +99,7 @@ def test_fields_equal_the_walk_one_field_at_a_time():
 def test_record_headers_equal_the_walk():
     rng = np.random.default_rng(7)
     raw = example()
-    recs = frames.frame_records(np.frombuffer(raw, np.uint8), "x", True, raw)
+    recs = frames.frame_records(np.frombuffer(raw, np.uint8), "x", True)
     cases = [(recs.buf, recs.start, recs.end)]
     for _ in range(30):
         g = rng.integers(0, 256, 5000).astype(np.uint8)

@@ -260,7 +260,15 @@ def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path:
     # lacked were past their own) still serve
     write_run(root / "p1" / "m" / "r3", tags=["loss", "acc"], steps=560, seed=13, start=1.7e9 + 3)
     calls.clear()
+    from sitegen.cache.store import Store
+    from sitegen.pages.compare import group_slug
+
+    saved: list[str] = []
+    put = Store.put_gathered
+    monkeypatch.setattr(Store, "put_gathered", lambda self, slug, name, doc, arrays: saved.append(name) or put(self, slug, name, doc, arrays))
     build(root, out, BuildOptions(config=cfg, cache=cache, executor=Serial(), source_date_epoch=5))
+    assert group_slug(("p1",)) + bands.BANDS in saved
+    assert not {group_slug((p,)) + bands.BANDS for p in ("p0", "p2")} & set(saved)
     kept = [(n, todo) for was, n, todo in calls if was]
     assert len(kept) == 4 and all(todo < n / 2 for n, todo in kept), calls
     build(root, fresh, BuildOptions(config=cfg, use_cache=False, executor=Serial(), source_date_epoch=5))

@@ -223,7 +223,7 @@ def _decode(size: int, path: str, state: State, problems: list[Problem], recs: A
     fine = ~top.broken[top.owner]
     hist = np.flatnonzero(fine & (top.number == HISTORY) & (top.wire == LEN))
     if len(hist):
-        history_rows(buf, top, hist, state, path, recs.offset, problems, None, size)
+        history_rows(buf, top, hist, state, path, recs.offset, problems, size)
     others = np.flatnonzero(fine & np.isin(top.number, (SUMMARY, CONFIG, RUN, EXIT, ENVIRONMENT)) & (top.wire == LEN))
     summaries = others[top.number[others] == SUMMARY]
     fold_summary(buf, top, summaries, state, size)

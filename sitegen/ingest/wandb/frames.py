@@ -24,13 +24,13 @@ import numpy as np
 import pyarrow as pa
 
 from sitegen.errors import Problem
+from sitegen.ingest.wandb.fast import PAD, words
+from sitegen.ingest.wandb.spans import spans
 
 try:  # the same CRC-32 as zlib's, several times faster over a whole file
     from isal.isal_zlib import crc32
 except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
     from zlib import crc32
-from sitegen.ingest.wandb.fast import PAD, words
-from sitegen.ingest.wandb.spans import spans
 
 MAGIC = b":W&B\xe1\xbe\x00"
 BLOCK = 32768
@@ -181,9 +181,8 @@ def _at(buf: np.ndarray, kind: str) -> np.ndarray:
     return np.ndarray((max(len(buf) - size + 1, 0),), kind, buffer=buf, strides=(1,))
 
 
-def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | None = None) -> Records:
-    """Every intact record of the file ``buf`` (uint8; ``raw``: the same as bytes, when at
-    hand), and the problem where reading stopped."""
+def frame_records(buf: np.ndarray, path: str, verify: bool = True) -> Records:
+    """Every intact record of the file ``buf`` (uint8), and the problem where reading stopped."""
     size = len(buf)
     empty = np.zeros(0, np.int64)
     out = Records(buf, empty, empty, empty)
@@ -203,7 +202,7 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True, raw: bytes | 
     if verify and len(offs):
         stored = words(buf, offs, 4).astype(np.uint32)
         if not _crcs_hold(out.buf, offs, lens, stored):  # some chunk is damaged: find the first, chunk by chunk
-            data = buf.tobytes() if raw is None else raw  # bytes slices are the cheapest to make
+            data = buf.tobytes()  # (bytes slices are the cheapest to make)
             first = (offs + 6).tolist()  # the type of the chunk, then its payload: one slice
             calc = np.fromiter(
                 map(zlib.crc32, map(data.__getitem__, map(slice, first, (offs + CHUNK + lens).tolist()))), np.uint32, len(offs)

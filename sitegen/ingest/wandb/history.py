@@ -131,7 +131,6 @@ def history_rows(
     path: str,
     offsets: np.ndarray,
     problems: list[Problem],
-    raw: bytes | None,
     split: int,
 ) -> None:
     """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields, in
@@ -168,7 +167,7 @@ def history_rows(
     skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
     wanted = np.flatnonzero(ok & ~_member(code, skip, len(state.tags)))  # (not parsed: values never shown)
     values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
-    values[wanted], numeric[wanted] = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted], raw)
+    values[wanted], numeric[wanted] = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted])
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
         c = state.tags.get(name)

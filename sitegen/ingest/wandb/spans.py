@@ -62,9 +62,9 @@ def key_codes(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.
     return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist()
 
 
-def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
+def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(value, is a number) of the JSON texts ``buf[start:stop]``: numbers, ``NaN`` and
-    ``[-]Infinity``; anything else (objects, strings, bools) not. ``raw``: ``buf`` as bytes."""
+    ``[-]Infinity``; anything else (objects, strings, bools) not."""
     n = len(start)
     out = np.full(n, np.nan)
     if not n:
@@ -83,7 +83,7 @@ def numbers(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, raw: bytes | N
         return out, numeric
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         pass  # one that is not a number after all: one at a time below
-    data = raw if raw is not None and int(stop[idx].max()) <= len(raw) else buf.tobytes()
+    data = buf.tobytes()
     for k, t in zip(idx.tolist(), map(data.__getitem__, map(slice, start[idx].tolist(), stop[idx].tolist()))):
         try:
             out[k] = float(t)
