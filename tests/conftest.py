@@ -32,6 +32,15 @@ def reference_site(tmp_path_factory) -> Path:
     return base / "site"
 
 
+@pytest.fixture
+def cache_every_file(monkeypatch) -> None:
+    """Log files of any size kept in the decode cache, in this process (by default a small one
+    is decoded again instead): for tests of the cache's own workings on small test files."""
+    from sitegen.cache.store import Store
+
+    monkeypatch.setattr(Store, "MIN_CACHED_BYTES", 0)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     """A decode cache shared by the command-line builds of the example archive."""

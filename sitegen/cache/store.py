@@ -80,6 +80,10 @@ _TOP = np.array([v.bit_length() - 1 for v in range(256)], np.int8)
 class Store:
     """A cache folder (``None``: caching off)."""
 
+    #: log files smaller than this are decoded again rather than kept: decoding them costs less
+    #: than writing and reading an entry, and a large archive of small runs would double its files
+    MIN_CACHED_BYTES = 64 << 10
+
     def __init__(self, root: Path | None) -> None:
         self.root = Path(root) if root is not None else None
 
@@ -390,7 +394,7 @@ class Store:
             run = RunData(name="", format="")
             run.problems.append(Problem(str(path), None, "unreadable", f"cannot read: {exc.strerror or exc}"))
             return run
-        if self.root is None:
+        if self.root is None or st.st_size < self.MIN_CACHED_BYTES:
             return decode(path, options)[0]
         key = {
             "size": st.st_size,

@@ -47,10 +47,12 @@ from sitegen.tools.remote import Localized, local_cache_dir, localize
 
 log = logging.getLogger(__name__)
 
-#: below this many runs (or pages) to draw, or this many bytes of logs, the work stays in this
-#: process: starting worker processes would cost more than it saves
+#: worker processes are started for a stage with at least MIN_PARALLEL_ITEMS runs (or pages) to
+#: draw, and either MIN_PARALLEL_BYTES of logs or MIN_PARALLEL_RUNS items (a run costs a few
+#: milliseconds to draw however small its logs): below, starting them would cost more than it saves
 MIN_PARALLEL_ITEMS = 8
 MIN_PARALLEL_BYTES = 64 << 20
+MIN_PARALLEL_RUNS = 500
 
 
 @dataclass
@@ -353,11 +355,14 @@ def _problems(plan: Plan) -> list[Problem]:
 
 
 def _runner(executor: Executor, plan: Plan, items: int) -> Executor:
-    """The executor for ``items`` pieces of work: a small archive or a few items are done in
-    this process, where starting worker processes would cost more than it saves."""
-    if isinstance(executor, LocalPool) and (items < MIN_PARALLEL_ITEMS or plan.log_bytes < MIN_PARALLEL_BYTES):
-        return Serial()
-    return executor
+    """The executor for ``items`` pieces of work: a few items, or a small archive with not many
+    items, are done in this process, where starting worker processes would cost more than it
+    saves (workers a previous stage started are used once there are enough items)."""
+    if not isinstance(executor, LocalPool):
+        return executor
+    if items >= MIN_PARALLEL_ITEMS and (executor.started or items >= MIN_PARALLEL_RUNS or plan.log_bytes >= MIN_PARALLEL_BYTES):
+        return executor
+    return Serial()
 
 
 def _run_job(plan: Plan, stage: Staging, i: int, *, writes_here: bool) -> RunJob:

@@ -65,6 +65,11 @@ class LocalPool:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+    @property
+    def started(self) -> bool:
+        """Its workers are running (a later stage may use them at no start-up cost)."""
+        return self._pool is not None
+
     def _started(self) -> futures.Executor:
         if self._pool is None:
             import multiprocessing as mp

@@ -13,6 +13,8 @@ from sitegen.ingest import tfevents
 from sitegen.model import ReadOptions, RunData
 from tests.support import EXAMPLE
 
+pytestmark = pytest.mark.usefixtures("cache_every_file")  # (the test files are small)
+
 
 def _biggest_event_file() -> Path:
     return max(EXAMPLE.rglob("*tfevents*"), key=lambda p: p.stat().st_size)
@@ -58,6 +60,22 @@ def test_cache_hit_equals_fresh_decode(tmp_path: Path):
     assert dec.starts == [0]  # the second read came from the cache
     _same(first, tfevents.decode_file(src, ReadOptions())[0])
     _same(second, first)
+
+
+def test_small_files_are_decoded_again_rather_than_kept(tmp_path: Path, monkeypatch):
+    """A log file below ``Store.MIN_CACHED_BYTES`` gets no entry (decoding it costs less than
+    an entry), and reads the same; one of that size or more is kept."""
+    src = tmp_path / "events.out.tfevents.1.host"
+    shutil.copy(_biggest_event_file(), src)
+    size = src.stat().st_size
+    store, dec = Store(tmp_path / "cache"), Counting()
+    monkeypatch.setattr(Store, "MIN_CACHED_BYTES", size + 1)
+    _same(store.read_file(src, ReadOptions(), dec), store.read_file(src, ReadOptions(), dec))
+    assert dec.starts == [0, 0] and not list((tmp_path / "cache").rglob("*.entry"))
+    monkeypatch.setattr(Store, "MIN_CACHED_BYTES", size)
+    store.read_file(src, ReadOptions(), dec)
+    store.read_file(src, ReadOptions(), dec)
+    assert dec.starts == [0, 0, 0] and len(list((tmp_path / "cache").rglob("*.entry"))) == 1
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.71])

@@ -88,3 +88,26 @@ def test_stopping_early_submits_nothing_more(counting_pool):
         results.close()  # the caller stops (e.g. the build failed)
         (pool,) = counting_pool
         assert pool.submitted == LocalPool.IN_FLIGHT_PER_WORKER + 1
+
+
+def test_worker_processes_only_for_enough_work(counting_pool):
+    """Workers draw a stage with many items, however small their logs (a run costs milliseconds
+    to draw), or with a large archive's; a few items stay in this process; workers an earlier
+    stage started take any later stage with enough items; other executors take everything."""
+    from types import SimpleNamespace
+
+    from sitegen.pipeline import build as B
+
+    small, large = SimpleNamespace(log_bytes=1 << 20), SimpleNamespace(log_bytes=B.MIN_PARALLEL_BYTES)
+    with LocalPool(2) as pool:
+        assert isinstance(B._runner(pool, small, B.MIN_PARALLEL_RUNS), LocalPool)
+        assert isinstance(B._runner(pool, small, B.MIN_PARALLEL_RUNS - 1), Serial)
+        assert isinstance(B._runner(pool, large, B.MIN_PARALLEL_ITEMS), LocalPool)
+        assert isinstance(B._runner(pool, large, B.MIN_PARALLEL_ITEMS - 1), Serial)
+        assert not pool.started and not counting_pool
+        assert list(pool.map(abs, [-1, 2])) == [1, 2]
+        assert pool.started and len(counting_pool) == 1
+        assert B._runner(pool, small, B.MIN_PARALLEL_ITEMS) is pool  # (no start-up cost left to save)
+        assert isinstance(B._runner(pool, small, B.MIN_PARALLEL_ITEMS - 1), Serial)
+    dask = Dask("tcp://127.0.0.1:1")
+    assert B._runner(dask, small, 1) is dask

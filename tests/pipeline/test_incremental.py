@@ -352,6 +352,7 @@ def _event_file(archive: Path, run: str) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("cache_every_file")
 def test_appended_logs_decode_only_their_tails_and_redraw_only_their_pages(tbx_archive: Path, tmp_path: Path, monkeypatch):
     from sitegen.pages.compare import group_slug
 

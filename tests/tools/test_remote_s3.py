@@ -88,6 +88,7 @@ def test_listing_is_one_paginated_sequence_and_mirror_is_incremental(s3, s3fs_cl
     assert local == remote
 
 
+@pytest.mark.usefixtures("cache_every_file")  # (the example's log files are small)
 def test_decode_cache_on_s3_is_reused_by_a_second_build(s3, s3fs_client, reference_site, fresh_home, tmp_path, monkeypatch):
     """Build 1 decodes everything and pushes the cache; build 2 starts from an empty machine
     (no mirror, no local cache: both wiped), pulls the cache and decodes nothing."""
