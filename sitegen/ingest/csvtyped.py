@@ -18,7 +18,7 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest import tabular
 from sitegen.ingest.files import read_or_note
-from sitegen.ingest.values import grouped_table
+from sitegen.ingest.values import gather, grouped_table
 from sitegen.model import ReadOptions, RunData, SourceFile
 
 
@@ -152,8 +152,8 @@ def to_series(wide: Wide, step_col: int, rows: "slice | np.ndarray", skip: set[i
         elif n:
             key = np.packbits(keep).tobytes()
             if key not in shared:
-                shared[key] = steps[keep]
-            series[name] = (shared[key], None, wide.values[j][rows][keep])
+                shared[key] = gather(steps, keep, n)
+            series[name] = (shared[key], None, gather(wide.values[j][rows], keep, n))
     return series
 
 

@@ -25,7 +25,7 @@ from sitegen.errors import Problem
 from sitegen.ingest import yamlish
 from sitegen.ingest.csvtyped import read_wide, steps_of
 from sitegen.ingest.files import read_or_note
-from sitegen.ingest.values import grouped_table, summary_text
+from sitegen.ingest.values import grouped_table, pooled, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 FORMAT = "dvclive"
@@ -106,7 +106,7 @@ def _read_tsv(path: Path, run: RunData, roots: tuple[str, ...]) -> tuple[np.ndar
         step, ok = np.arange(n, dtype=np.int64), None
     if "timestamp" in header:
         t = header.index("timestamp")
-        wall = wide.values[t][:n] / 1000.0
+        wall = np.divide(wide.values[t][:n], 1000.0, out=pooled(n, np.float64))
         if not wide.present[t][:n].all():
             wall[~wide.present[t][:n]] = np.nan
     else:

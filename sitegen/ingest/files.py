@@ -16,6 +16,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,8 @@ def read_or_note(path: "str | os.PathLike[str]", roots: tuple[str, ...], problem
         return None
 
 
-def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
-    """Like :func:`read_regular`, into a numpy uint8 array.
+def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...], empty: Callable[[int, Any], np.ndarray] = np.empty):
+    """Like :func:`read_regular`, into a numpy uint8 array made by ``empty(size, np.uint8)``.
 
     Why: numpy asks for huge pages on large allocations, so filling its buffer costs a fraction
     of the page faults of a ``bytes`` of the same size.
@@ -59,14 +60,14 @@ def read_regular_array(path: "str | os.PathLike[str]", roots: tuple[str, ...]):
     """
     fd, size = open_regular(path, roots)
     try:
-        return _read_all(fd, size)
+        return _read_all(fd, size, empty)
     finally:
         os.close(fd)
 
 
-def _read_all(fd: int, size: int) -> np.ndarray:
+def _read_all(fd: int, size: int, empty: Callable[[int, Any], np.ndarray] = np.empty) -> np.ndarray:
     f = io.FileIO(fd, "rb", closefd=False)
-    buf = np.empty(size, np.uint8)
+    buf = empty(size, np.uint8)
     view, n = buf.data, 0  # the array's memoryview (numpy's stubs give ndarray no __buffer__ before 3.12)
     while n < size:
         got = f.readinto(view[n:])

@@ -32,7 +32,7 @@ import pyarrow as pa
 from sitegen.errors import Problem
 from sitegen.ingest.csvtyped import Wide, numbers, to_long
 from sitegen.ingest.files import problem, read_regular, read_regular_array
-from sitegen.ingest.values import Columns, number, summary_text
+from sitegen.ingest.values import Columns, number, pooled, summary_text
 from sitegen.model import ReadOptions, RunData, RunSource, SourceFile, flat_hparams, hparam_value
 
 FORMAT = "hftrainer"
@@ -144,7 +144,7 @@ def _load(path: Path, problems: list[Problem], roots: tuple[str, ...]) -> tuple[
     """(the state, file size, bytes read intact) or (None, 0, 0) when it cannot be read. The
     log rows are a list of dicts, or a ``pa.Table`` when the fast path read them."""
     try:
-        buf = read_regular_array(path, roots)
+        buf = read_regular_array(path, roots, pooled)  # (pyarrow's pool: see values.pooled)
     except OSError as exc:
         problems.append(problem(path, exc))
         return None, 0, 0

@@ -62,6 +62,20 @@ class Columns:
         return grouped_table({tag: (steps[m], None, values[m]) for tag, m in parts.items()})
 
 
+def pooled(n: int, dtype: "np.typing.DTypeLike") -> np.ndarray:
+    """An uninitialised array of ``n`` items in a buffer of pyarrow's memory pool. Why: the
+    table's columns are Arrow memory either way, and the pool keeps the pages of freed buffers
+    for the next ones, where numpy's large arrays are mapped afresh and unmapped when freed
+    (every page of every read faulted in again)."""
+    kind = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(n * kind.itemsize), kind, n)
+
+
+def gather(values: np.ndarray, keep: np.ndarray, n: int) -> np.ndarray:
+    """``values[keep]`` (``n`` of them are kept) in a :func:`pooled` array."""
+    return np.compress(keep, values, out=pooled(n, values.dtype))
+
+
 #: a tag with at least this many points is a chunk of the table of its own, its columns used as
 #: they are (no copy); the points of smaller tags are gathered into shared chunks
 OWN_CHUNK = 4096
@@ -77,7 +91,8 @@ def grouped_table(series: Mapping[str, tuple[np.ndarray, "np.ndarray | None", np
     if not tags:
         return empty_scalars()
     counts = [len(series[t][0]) for t in tags]
-    nan = np.full(max(counts), np.nan)  # views of it: the wall times of tags that have none
+    nan = pooled(max(counts), np.float64)  # views of it: the wall times of tags that have none
+    nan.fill(np.nan)
     names = _repeated([(t, n) for t, n in zip(tags, counts) if n >= OWN_CHUNK])
     batches: list[pa.RecordBatch] = []
     small: list[str] = []
@@ -109,12 +124,11 @@ def _cap(tag: str) -> int:
 
 def _repeated(tags: list[tuple[str, int]]) -> dict[str, pa.Array]:
     """Each ``(tag, n)`` as ``min(n, cap)`` copies of the tag in a string array (offsets a ramp,
-    bytes one repeat). Why the bytes of all of them in one numpy array: numpy backs a large
-    allocation with huge pages, so filling it costs a fraction of the page faults of one
-    ``bytes`` per tag."""
+    bytes one repeat). Why the bytes of all of them in one :func:`pooled` array: one buffer
+    whose pages are kept from read to read, not one ``bytes`` per tag."""
     raws = [t.encode("utf-8", "surrogatepass") for t, _ in tags]
     rows = [min(n, _cap(t)) for t, n in tags]
-    blob = np.empty(sum(len(r) * k for r, k in zip(raws, rows)), np.uint8)
+    blob = pooled(sum(len(r) * k for r, k in zip(raws, rows)), np.uint8)
     out: dict[str, pa.Array] = {}
     at = 0
     for (tag, _), raw, k in zip(tags, raws, rows):
@@ -126,8 +140,10 @@ def _repeated(tags: list[tuple[str, int]]) -> dict[str, pa.Array]:
             step = min(done, len(part) - done)
             part[done : done + step] = part[:step]
             done += step
-        offsets = np.arange(k + 1, dtype=np.int32)
-        offsets *= np.int32(len(raw))
+        offsets = pooled(k + 1, np.int32)  # 0, len, 2 len, ...
+        offsets.fill(len(raw))
+        offsets[0] = 0
+        np.cumsum(offsets, dtype=np.int32, out=offsets)
         out[tag] = pa.StringArray.from_buffers(k, pa.py_buffer(offsets), pa.py_buffer(part))
     return out
 
