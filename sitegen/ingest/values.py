@@ -134,12 +134,7 @@ def _repeated(tags: list[tuple[str, int]]) -> dict[str, pa.Array]:
     for (tag, _), raw, k in zip(tags, raws, rows):
         part = blob[at : at + len(raw) * k]
         at += len(part)
-        done = len(raw)
-        part[:done] = np.frombuffer(raw, np.uint8)
-        while done < len(part):  # doubling: a few large copies
-            step = min(done, len(part) - done)
-            part[done : done + step] = part[:step]
-            done += step
+        part.reshape(k, len(raw))[:] = np.frombuffer(raw, np.uint8)  # (one broadcast copy)
         offsets = pooled(k + 1, np.int32)  # 0, len, 2 len, ...
         offsets.fill(len(raw))
         offsets[0] = 0

@@ -79,8 +79,7 @@ class ReadAhead:
         """Job ``i`` and those before it are drawn."""
         with self._cond:
             self._next = max(self._next, i + 1)
-            # jobs are announced in order: the done ones are at the front (a scan of every job
-            # announced, as before, made a build of 100,000 tiny runs quadratic: all fit in the window)
+            # jobs are announced in order, so the done ones are at the front: no scan of them all
             while self._sizes and self._sizes[0][0] <= i:
                 self._ahead -= self._sizes.popleft()[1]
             self._cond.notify()
