@@ -26,9 +26,10 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list:
-    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params).
-    Plain strings, not Path objects: every build lists every run folder."""
+def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000, stats: dict | None = None) -> list:
+    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params);
+    each file's stat also goes into ``stats`` by its path. Plain strings, not Path objects: every
+    build lists every run folder."""
     out: list = []
     top = os.fspath(directory)
     for dirpath, dirnames, filenames in os.walk(top):
@@ -39,6 +40,8 @@ def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000) -> list
                 st = os.stat(full)
             except OSError:
                 continue
+            if stats is not None:
+                stats[full] = st
             out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns, st.st_ctime_ns])
             if len(out) >= limit:
                 return out
@@ -57,22 +60,19 @@ def run_key(job: Any, common: str | None = None) -> str:
     ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages. A log
     file's inode and ctime count too: a rewrite in place that keeps its size and mtime (rsync
     ``--inplace``, a restore) still changes its ctime, which ``os.utime`` cannot set back."""
+    seen: dict[str, os.stat_result] = {}  # (the log files in the run's folder are stat-ed once, by the listing)
+    listing = _folder_listing(job.family[0].directory, job.nested_dirs, stats=seen)
     fam = []
     for s in job.family:
         files = []
         for f in s.files:
             try:
-                st = f.stat()
+                st = seen.get(os.fspath(f)) or os.stat(f)
                 files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
             except OSError:
                 files.append([os.path.abspath(f), -1, -1])
         fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
-    doc = [
-        common or common_key(job),
-        sorted(str(d) for d in job.nested_dirs),
-        fam,
-        _folder_listing(job.family[0].directory, job.nested_dirs),
-    ]
+    doc = [common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam, listing]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -90,13 +90,14 @@ def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
     return ChartLine(tag, label, Series(_NONE_I, _NONE_F, _NONE_F, stats, thinned))
 
 
-def from_doc(doc: dict) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
+def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
     """The summary back; its lines keep their statistics, their points stay in the store (see
-    :func:`level_points`)."""
+    :func:`level_points`). ``known``: Path objects the caller already has, by their text (the
+    scan's folder and log files of the run), used instead of new ones."""
     r, d = doc["run"], doc["data"]
     folder = r["directory"]
-    where = None if folder is None else Path(folder)
-    paths: dict[str, Path] = {}  # (a run's files and its sources are mostly the same files)
+    paths: dict[str, Path] = dict(known or {})  # (a run's files and its sources are mostly the same files)
+    where = None if folder is None else paths.get(folder) or Path(folder)
 
     def path(text: str) -> Path:
         got = paths.get(text)

@@ -135,7 +135,7 @@ def reuse_runs(plan: Plan, stage: Staging) -> None:
     summaries come from the cache. A run whose summary or files were lost is drawn again."""
     for i in plan.unchanged_runs():
         rels = list(stage.old_under(f"runs/{plan.slugs[i]}/"))
-        got = reuse_run(plan.store, plan.keys[i])
+        got = reuse_run(plan.store, plan.keys[i], plan.jobs[i].family)
         if got is None or not set(got[1]) <= set(rels):
             continue
         if stage.link_many(rels):
@@ -188,19 +188,23 @@ def compare_with_live(plan: Plan) -> dict:
 def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
     """A trend page per model and project: each key metric of its runs against their start
     times and their commits, with change points and the baseline band (from the runs' states in ``news``). A page
-    whose inputs (its runs' states, the metrics, code and config) did not change is linked from
+    whose inputs (its runs' input keys, the metrics, code and config) did not change is linked from
     the live build. Returns the pages' input keys, for the manifest."""
-    by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
-    state_text = {name: json.dumps(changes.to_json(s), sort_keys=True) for name, s in by_name.items()}
+    run_keys = plan.run_keys()
+    metrics = json.dumps(news["metrics"])
+    by_name: dict[str, changes.RunState] | None = None
     page_keys: dict[str, str] = {}
     for g in compare.groups([r.run for r in plan.done()]):
         if not g.key:
             continue
-        members = [by_name[r.name] for r in g.runs if r.name in by_name]
-        inputs = [json.dumps(news["metrics"]), *(state_text[m.name] for m in members)]
+        # a run's state follows from its inputs (its key) and the metrics tracked
+        inputs = [metrics, *(f"{r.slug} {run_keys[r.slug]}" for r in g.runs)]
         key = page_keys["trends/" + g.slug] = cache_keys.group_key("trends/" + g.slug, inputs, plan.config)
         if plan.previous.get("trends/" + g.slug) == key and _link_folder(stage, f"trends/{g.slug}/"):
             continue
+        if by_name is None:
+            by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
+        members = [by_name[r.name] for r in g.runs if r.name in by_name]
         found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
         by_commit = [trends.commit_trend(t.metric, members) for t in found]
         committed = sum(1 for m in members if m.commit)

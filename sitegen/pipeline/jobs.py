@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from sitegen.cache import keys as cache_keys
 from sitegen.cache import summary
@@ -132,14 +132,16 @@ def write_run(result: RunResult, writer: Writer) -> None:
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
 
 
-def reuse_run(store: Store, key: str) -> tuple[RunResult, list[str]] | None:
+def reuse_run(store: Store, key: str, family: Sequence[RunSource] = ()) -> tuple[RunResult, list[str]] | None:
     """A run whose inputs did not change, from its summary in the cache, and the names of its
-    page's files (linked from the live build); None when the cache lost it."""
+    page's files (linked from the live build); None when the cache lost it. ``family``: the
+    run's sources as this build's scan found them (their paths are the summary's)."""
     doc = store.get_summary(key)
     if doc is None:
         return None
+    known = {str(p): p for s in family for p in (s.directory, *s.files)}
     try:
-        run, hp, pages, problems, sources = summary.from_doc(doc)
+        run, hp, pages, problems, sources = summary.from_doc(doc, known)
         digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)

@@ -82,8 +82,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     )
     fams = families(sources)
     real = _realpaths([s.directory for s in sources])
-    dirs = sorted(set(real.values()))
-    names = [str(d) for d in dirs]
+    names = sorted(set(real.values()))
     site_assets = assets(config.language, store.blob)
     options = ReadOptions(
         verify=verify,
@@ -93,7 +92,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         roots=roots,
     )
     scan_problems = list(problems)
-    jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], dirs, names), scan_problems) for f in fams]
+    jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], names), scan_problems) for f in fams]
     _distinct_slugs(jobs, problems)
     common = cache_keys.common_key(jobs[0]) if jobs else ""
     keys = [cache_keys.run_key(j, common) for j in jobs]
@@ -171,8 +170,8 @@ def _log_bytes(sources: list[RunSource]) -> int:
     return size
 
 
-def _realpaths(folders: list[Path]) -> dict[Path, Path]:
-    """``{folder: folder.resolve()}``, each shared parent resolved once."""
+def _realpaths(folders: list[Path]) -> dict[Path, str]:
+    """``{folder: folder.resolve() as a string}``, each shared parent resolved once."""
     memo: dict[str, str] = {}
 
     def real(path: str) -> str:
@@ -186,16 +185,19 @@ def _realpaths(folders: list[Path]) -> dict[Path, Path]:
             memo[path] = got
         return got
 
-    return {f: Path(real(os.path.abspath(f)) if ".." not in f.parts else os.path.realpath(f)) for f in folders}
+    out = {}
+    for f in folders:
+        text = os.fspath(f)
+        out[f] = os.path.realpath(text) if ".." in text.split(os.sep) else real(os.path.abspath(text))
+    return out
 
 
-def _nested(root: Path, dirs: list[Path], names: list[str]) -> frozenset:
-    """The other run folders inside ``root`` (resolved); ``dirs`` sorted (``names``: as strings),
-    so they form one range."""
-    prefix = str(root).rstrip("/") + "/"
+def _nested(root: str, names: list[str]) -> frozenset:
+    """The other run folders inside ``root`` (resolved), as Paths; ``names`` sorted, so they form one range."""
+    prefix = root.rstrip("/") + "/"
     i = bisect.bisect_left(names, prefix)
     out = []
     while i < len(names) and names[i].startswith(prefix):
-        out.append(dirs[i])
+        out.append(Path(names[i]))
         i += 1
     return frozenset(out)
