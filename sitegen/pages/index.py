@@ -61,14 +61,14 @@ def best_marks(runs: list[SiteRun], lasts: list[dict[str, float]], metrics: list
     """Per key metric, the best runs: ``"p"`` best of its project (the first part of its name),
     ``"m"`` best of its model (its name without the last part). Runs are only ranked against
     runs of the same project or model, and a group of one run has no best."""
+    levels = (("m", [r.parts[:-1] for r in runs]), ("p", [r.parts[:1] if len(r.parts) > 1 else None for r in runs]))
     out = []
     for m in metrics:
         low = lower_is_better(m)
         marks: dict[int, str] = {}
-        for level, cut in (("m", lambda r: r.parts[:-1]), ("p", lambda r: r.parts[:1] if len(r.parts) > 1 else None)):
+        for level, keys in levels:
             by_group: dict[tuple[str, ...], list[tuple[float, int]]] = {}
-            for i, (r, lv) in enumerate(zip(runs, lasts)):
-                key = cut(r)
+            for i, (key, lv) in enumerate(zip(keys, lasts)):
                 v = lv.get(m)
                 if key is not None and isinstance(v, float) and math.isfinite(v):
                     by_group.setdefault(key, []).append((v, i))
