@@ -14,7 +14,7 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sitegen.errors import Problem, UsageError, shown
 from sitegen.fileio import OutsideRoots, outside, real_roots
@@ -166,16 +166,30 @@ def _plain_claimer(order: list, first: int, name: str, patterns: dict[str, tuple
     return None
 
 
+def _claim_test(reader: Any, patterns: tuple[str, ...] | None) -> Callable[[str], bool]:
+    """``reader.claims`` of a name, with the configured patterns when its files take them."""
+    if patterns is None:
+        return reader.claims
+    return lambda name: reader.claims(name, patterns)
+
+
 class _Claimers(dict):
     """The registry position of the first reader that claims a file of a name (None: none),
     asked once per name: folder names repeat across an archive (``run00`` in every model)."""
 
     def __init__(self, patterns: dict[str, tuple[str, ...]]) -> None:
         super().__init__()
-        self.patterns = patterns
+        # each reader's test with its patterns bound: names that miss (a log file's name holds
+        # its time and host, a run folder's its number) are asked of every reader
+        self.tests = [_claim_test(r, patterns.get(r.FORMAT)) for r in READERS.values()]
 
     def __missing__(self, name: str) -> int | None:
-        got = self[name] = next((i for i, r in enumerate(READERS.values()) if _claims(r, name, self.patterns)), None)
+        got = None
+        for i, test in enumerate(self.tests):
+            if test(name):
+                got = i
+                break
+        self[name] = got
         return got
 
 
