@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sitegen.ingest.wandb import fast, frames, history
+from sitegen.ingest.wandb import fast, frames, summary
 from tests.support import wandbgen
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "archive" / "wandb"
@@ -136,6 +136,6 @@ def test_repeated_messages_are_those_equal_to_one_of_the_next_two():
         data = b"".join(msgs)
         stop = np.cumsum([len(m) for m in msgs])
         start = stop - np.array([len(m) for m in msgs])
-        got = history.repeated(np.frombuffer(data, np.uint8), start, stop)
+        got = summary.repeated(np.frombuffer(data, np.uint8), start, stop)
         want = [len(m) >= 8 and m in msgs[i + 1 : i + 3] for i, m in enumerate(msgs)]
         assert got.tolist() == want
