@@ -253,21 +253,6 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
 
 
-def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, position after, ok) of varints of at most ``most`` bytes, without a loop per byte
-    count: each byte's continuation bit says whether the next one belongs."""
-    top = len(buf) - 1
-    value = np.zeros(len(p), np.int64)
-    going = np.ones(len(p), bool)
-    end = p.copy()
-    for i in range(most):
-        b = buf[np.minimum(p + i, top)].astype(np.int64)
-        value |= np.where(going, (b & 0x7F) << (7 * i), 0)
-        end += going
-        going &= b >= 0x80
-    return value, end, ~going
-
-
 #: messages read at a time: each pass over a block stays in the processor's cache, and the
 #: allocator reuses the block's temporaries instead of faulting in new ones
 BLOCK_RECORDS = 8192
