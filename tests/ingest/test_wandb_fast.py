@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sitegen.ingest.wandb import fast, frames, history
+from sitegen.ingest.wandb import fast, frames, summary
 from tests.support import wandbgen
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "archive" / "wandb"
@@ -136,6 +136,27 @@ def test_repeated_messages_are_those_equal_to_one_of_the_next_two():
         data = b"".join(msgs)
         stop = np.cumsum([len(m) for m in msgs])
         start = stop - np.array([len(m) for m in msgs])
-        got = history.repeated(np.frombuffer(data, np.uint8), start, stop)
+        got = summary.repeated(np.frombuffer(data, np.uint8), start, stop)
         want = [len(m) >= 8 and m in msgs[i + 1 : i + 3] for i, m in enumerate(msgs)]
         assert got.tolist() == want
+
+
+def test_chunk_sequence_stepped_through_the_records_in_several_only():
+    """frames._sequence against a walk of every chunk (the LevelDB reader's state machine)."""
+
+    def walk(kinds: list[int]) -> tuple[int, int]:
+        inside, first = False, 0
+        for i, k in enumerate(kinds):
+            if (k in (frames.FULL, frames.FIRST)) == inside:
+                return i, first if inside else i
+            inside = k in (frames.FIRST, frames.MIDDLE)
+            first = i if k == frames.FIRST else first
+        return len(kinds), first if inside else len(kinds)
+
+    rng = random.Random(5)
+    for _ in range(20000):
+        kinds: list[int] = []
+        while len(kinds) < rng.randint(0, 12):
+            kinds += [1] if rng.random() < 0.6 else [2] + [3] * rng.randint(0, 2) + [4]
+        kinds = [k if rng.random() > 0.05 else rng.randint(1, 4) for k in kinds]
+        assert frames._sequence(np.array(kinds, np.int64)) == walk(kinds), kinds

@@ -35,7 +35,8 @@ from sitegen.ingest.protowire import LEN, VARINT, WireError, iter_fields, to_int
 from sitegen.ingest.values import grouped_table, summary_text
 from sitegen.ingest.wandb import fast
 from sitegen.ingest.wandb.frames import frame_records
-from sitegen.ingest.wandb.history import State, fold_summary, history_rows, json_value, key_name, text
+from sitegen.ingest.wandb.history import State, history_rows, json_value, key_name, text
+from sitegen.ingest.wandb.summary import fold_summary
 from sitegen.model import Image, ReadOptions, RunData, RunSource, SourceFile, flat_hparams
 
 log = logging.getLogger(__name__)

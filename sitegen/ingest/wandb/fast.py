@@ -253,26 +253,27 @@ def fields(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], broken, cols[7])
 
 
-def _short_varint(buf: np.ndarray, p: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, position after, ok) of varints of at most ``most`` bytes, without a loop per byte
-    count: each byte's continuation bit says whether the next one belongs."""
-    top = len(buf) - 1
-    value = np.zeros(len(p), np.int64)
-    going = np.ones(len(p), bool)
-    end = p.copy()
-    for i in range(most):
-        b = buf[np.minimum(p + i, top)].astype(np.int64)
-        value |= np.where(going, (b & 0x7F) << (7 * i), 0)
-        end += going
-        going &= b >= 0x80
-    return value, end, ~going
+#: messages read at a time: each pass over a block stays in the processor's cache, and the
+#: allocator reuses the block's temporaries instead of faulting in new ones
+BLOCK_RECORDS = 8192
 
 
 def records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
-    """The top-level fields of ``wandb_internal.Record`` messages. Most records are ``num`` then
-    one length-delimited field with a one-byte tag that runs to the end: read from two words
-    each; the others are walked (the ``num`` field itself is left out: nothing here needs it)."""
+    """The top-level fields of ``wandb_internal.Record`` messages, :data:`BLOCK_RECORDS` at a time."""
     buf = padded(buf, stop)
+    parts = [_records(buf, start[a : a + BLOCK_RECORDS], stop[a : a + BLOCK_RECORDS]) for a in range(0, len(start), BLOCK_RECORDS)]
+    if len(parts) < 2:
+        return parts[0] if parts else _records(buf, start, stop)
+    for a, f in zip(range(0, len(start), BLOCK_RECORDS), parts):
+        f.owner += a
+    cols = ("owner", "number", "wire", "tag_at", "start", "stop", "value", "broken")
+    return Fields(*(np.concatenate([getattr(f, c) for f in parts]) for c in cols))
+
+
+def _records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> Fields:
+    """:func:`records` of one block. Most records are ``num`` then one length-delimited field
+    with a one-byte tag that runs to the end: read from two words each; the others are walked
+    (the ``num`` field itself is left out: nothing here needs it)."""
     n = len(start)
     w = words(buf, start)
     size = np.full(n, 6)  # bytes of ``num``: the first byte after the tag without a continuation bit

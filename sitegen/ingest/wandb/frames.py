@@ -212,27 +212,15 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True) -> Records:
                 b = int(bad[0])
                 stop_at, stop_kind = int(offs[b]), "bad-crc"
                 offs, lens, kinds = offs[:b], lens[:b], kinds[:b]
-    # the sequence FULL | FIRST MIDDLE* LAST: state after each chunk (inside a record or not)
-    opened = np.where(kinds == FIRST, 1, np.where(kinds == LAST, 0, -1))
-    marks = np.flatnonzero(opened >= 0)
-    state = np.zeros(len(kinds), np.int64)
-    if len(marks):
-        last = np.maximum.accumulate(np.where(opened >= 0, np.arange(len(kinds)), -1))
-        state = np.where(last >= 0, opened[np.maximum(last, 0)], 0)
-    before = np.concatenate([[0], state[:-1]]) if len(state) else state
-    wrong = np.flatnonzero(((kinds == FULL) | (kinds == FIRST)) & (before == 1) | ((kinds == MIDDLE) | (kinds == LAST)) & (before == 0))
-    if len(wrong):
-        w = int(wrong[0])
+    w, open_from = _sequence(kinds)
+    if w < len(kinds):
         if int(offs[w]) < stop_at or stop_kind == "":
             stop_at, stop_kind = int(offs[w]), "sequence"
-        offs, lens, kinds, state = offs[:w], lens[:w], kinds[:w], state[:w]
+        offs, lens, kinds = offs[:w], lens[:w], kinds[:w]
     # a record left open after whole chunks: wandb's writer is between two writes (it writes a
     # block as soon as it is full, the rest of the record at its next flush): not damage
-    open_from = len(kinds)
-    if len(state) and state[-1] == 1:
-        open_from = int(np.flatnonzero(kinds == FIRST)[-1])
-        if not stop_kind:
-            out.open_at = int(offs[open_from])
+    if open_from < len(kinds) and not stop_kind:
+        out.open_at = int(offs[open_from])
     k = kinds[:open_from]
     heads = np.flatnonzero((k == FULL) | (k == FIRST))  # each record's first chunk, in file order
     out.offset = offs[heads]
@@ -253,6 +241,26 @@ def frame_records(buf: np.ndarray, path: str, verify: bool = True) -> Records:
     if stop_kind:
         out.problems.append(_problem(path, stop_at, stop_kind, size))
     return out
+
+
+def _sequence(kinds: np.ndarray) -> tuple[int, int]:
+    """(the first chunk out of the sequence FULL | FIRST MIDDLE* LAST, or ``len(kinds)``; the first
+    chunk of a record still open before it, or that place). Only the chunks of records in several
+    are stepped through (a FULL chunk leaves the state as it is): a few in a file of FULL records."""
+    p = np.flatnonzero(kinds != FULL)
+    k = kinds[p]
+    opened = np.where(k == FIRST, 1, np.where(k == LAST, 0, -1))  # inside a record after each of them
+    last = np.maximum.accumulate(np.where(opened >= 0, np.arange(len(p)), -1))
+    state = np.where(last >= 0, opened[np.maximum(last, 0)], 0)
+    before = np.concatenate([[0], state[:-1]])
+    # a FIRST inside a record, a MIDDLE or LAST outside one, a FULL right after a chunk that left a record open
+    wrong = np.concatenate(
+        [p[(k == FIRST) & (before == 1) | (k != FIRST) & (before == 0)], p[(state == 1) & (np.append(p[1:], len(kinds)) > p + 1)] + 1]
+    )
+    w = int(wrong.min()) if len(wrong) else len(kinds)
+    kept = p < w
+    open_now = bool(kept.any()) and state[kept][-1] == 1
+    return w, int(p[kept & (k == FIRST)][-1]) if open_now else w
 
 
 def _joined(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:

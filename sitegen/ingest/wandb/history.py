@@ -134,11 +134,17 @@ def history_rows(
     split: int,
 ) -> None:
     """The history records ``picked`` (indexes into ``spans``, the Records' top-level fields, in
-    file order). Read in buffer order; the rows are put back in file order at the end."""
+    file order). Read in buffer order, a block at a time (:func:`_block`); the rows are put back
+    in file order at the end."""
     perm = buffer_order(spans.start[picked], split)
     picked = picked[perm]
-    hist = fast.fields(buf, spans.start[picked], spans.stop[picked])
-    bad = np.flatnonzero(hist.broken)
+    n = len(picked)
+    blocks = [
+        _block(buf, spans, picked[a : a + fast.BLOCK_RECORDS], perm[a : a + fast.BLOCK_RECORDS], a, state)
+        for a in range(0, n, fast.BLOCK_RECORDS)
+    ]
+    cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
+    bad = np.flatnonzero(cols["broken"])
     if len(bad):
         first = bad[np.argmin(perm[bad])]
         problems.append(
@@ -149,31 +155,28 @@ def history_rows(
                 "a history record is not well-formed; its items before the damage kept",
             )
         )
-    n = len(picked)
-    steps = _steps(buf, hist, n)
-    it = hist.pick(1)
-    row = hist.owner[it]  # history record of each item
-    # an item's place in the file: its record's place, then its place in the record
-    place = perm[row] * 2**32 + (hist.tag_at[it] - spans.start[picked][row])
-    ks, ke, vs, ve, ok = item_spans(buf, hist, it)
-    interleaved = ok & (vs >= ks) & (vs < ke)
-    codes, names = key_codes(buf, ks[ok & ~interleaved], ke[ok & ~interleaved])
-    tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
-    code = np.full(len(it), -1, np.int64)
-    code[ok & ~interleaved] = tag_of[codes]
-    for i in np.flatnonzero(interleaved).tolist():  # key fields around the value: named one by one
-        name = key_name(buf[hist.start[it[i]] : hist.stop[it[i]]].tobytes())  # (the value field is not a key field)
-        code[i] = state.code(name) if name else -1
-    skip = [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
-    wanted = np.flatnonzero(ok & ~_member(code, skip, len(state.tags)))  # (not parsed: values never shown)
-    values, numeric = np.full(len(it), np.nan), np.zeros(len(it), bool)
-    values[wanted], numeric[wanted] = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted])
+    steps, code, values, row, place = cols["steps"], cols["code"], cols["value"], cols["row"], cols["place"]
+    t_code, t_row, t_place, vs, ve = cols["t_code"], cols["t_row"], cols["t_place"], cols["t_vs"], cols["t_ve"]
+    if len(cols["i_row"]):  # key fields around the value: named one by one, after every block's keys
+        i_code = np.array([_named(state, buf[s:e].tobytes()) for s, e in zip(cols["i_start"].tolist(), cols["i_stop"].tolist())], np.int64)
+        i_vs, i_ve = cols["i_vs"], cols["i_ve"]
+        wanted = np.flatnonzero(~_member(i_code, _skipped(state), len(state.tags)))
+        parsed, numeric = numbers(buf, i_vs[wanted], np.maximum(i_ve, i_vs)[wanted])
+        num, text = wanted[numeric], np.setdiff1d(np.flatnonzero(i_code >= 0), wanted[numeric])
+        code, values = np.concatenate([code, i_code[num]]), np.concatenate([values, parsed[numeric]])
+        row, place = np.concatenate([row, cols["i_row"][num]]), np.concatenate([place, cols["i_place"][num]])
+        t_code, t_row, t_place = (
+            np.concatenate([a, b[text]]) for a, b in ((t_code, i_code), (t_row, cols["i_row"]), (t_place, cols["i_place"]))
+        )
+        vs, ve = np.concatenate([vs, i_vs[text]]), np.concatenate([ve, i_ve[text]])
+    # below: ``code``/``values``/``row``/``place``: the items whose value is a number, in any order
+    # (every use sorts by place); ``t_*``: the other items with a tag (media paths, JSON objects)
     walls = np.full(n, np.nan)
     for name, target in (("_step", steps), ("_timestamp", walls)):
         c = state.tags.get(name)
         if c is None:
             continue
-        sel = np.flatnonzero(numeric & (code == c))
+        sel = np.flatnonzero(code == c)
         sel = sel[np.argsort(place[sel], kind="stable")]  # the last one in a record wins
         v = values[sel]
         if name == "_step":
@@ -186,31 +189,31 @@ def history_rows(
     # media and tables (wandb >= 0.2x logs them as leaf items beside a ``<key>._type``): not charts
     typed = {t[: -len("._type")] for t in state.tags if t.endswith("._type")}
     parts = {t: c for t, c in state.tags.items() if any(t.startswith(p + ".") for p in typed)}
-    keep = numeric & ~_member(code, dropped + list(parts.values()), len(state.tags))
+    keep = ~_member(code, dropped + list(parts.values()), len(state.tags))
     found = []
-    for tag in typed:
+    for tag in typed:  # (an item whose value is a number names no file)
         c = state.tags.get(tag + ".path")
-        found += [(int(place[i]), tag, i) for i in (np.flatnonzero(code == c).tolist() if c is not None else [])]
+        found += [(int(t_place[i]), tag, i) for i in (np.flatnonzero(t_code == c).tolist() if c is not None else [])]
     for _, tag, i in sorted(found):
         media_item(
-            state, tag, int(steps[row[i]]), float(walls[row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
+            state, tag, int(steps[t_row[i]]), float(walls[t_row[i]]), json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", "replace"))
         )
     sel = np.flatnonzero(keep)
     extra_c, extra_r, extra_v, extra_p = [], [], [], []
     lead = buf[np.minimum(vs, len(buf) - 1)]
-    objects = np.flatnonzero(ok & ~numeric & (code >= 0) & (lead == ord("{")) & (ve > vs))
-    for i in objects[np.argsort(place[objects], kind="stable")].tolist():
+    objects = np.flatnonzero((lead == ord("{")) & (ve > vs))
+    for i in objects[np.argsort(t_place[objects], kind="stable")].tolist():
         obj = json_value(buf[vs[i] : ve[i]].tobytes().decode("utf-8", errors="replace"))
         leaves: list[tuple[str, float]] = []
-        name = next(t for t, c in state.tags.items() if c == code[i])
+        name = next(t for t, c in state.tags.items() if c == t_code[i])
         flat_numbers(obj, name, leaves)
         if isinstance(obj, dict) and obj.get("_type") == "image-file":  # wandb 0.16: the item is the dict
-            media_item(state, name, int(steps[row[i]]), float(walls[row[i]]), obj.get("path"))
+            media_item(state, name, int(steps[t_row[i]]), float(walls[t_row[i]]), obj.get("path"))
         for leaf, number in leaves:
             extra_c.append(state.code(leaf))
-            extra_r.append(int(row[i]))
+            extra_r.append(int(t_row[i]))
             extra_v.append(number)
-            extra_p.append(int(place[i]))
+            extra_p.append(int(t_place[i]))
     rows = np.concatenate([row[sel], np.array(extra_r, np.int64)])
     order = np.argsort(np.concatenate([place[sel], np.array(extra_p, np.int64)]), kind="stable")  # back in file order
     rows = rows[order]
@@ -218,6 +221,61 @@ def history_rows(
     state.steps.append(steps[rows])
     state.walls.append(walls[rows])
     state.values.append(np.concatenate([values[sel], np.array(extra_v, np.float64)])[order])
+
+
+def _block(buf: np.ndarray, spans: fast.Fields, picked: np.ndarray, perm: np.ndarray, first: int, state: State) -> dict[str, np.ndarray]:
+    """The items of the history records ``picked`` (records ``first...`` in buffer order; ``perm``:
+    their places in the file): tags coded (new ones in order of first use) and numbers parsed."""
+    hist = fast.fields(buf, spans.start[picked], spans.stop[picked])
+    steps = _steps(buf, hist, len(picked))
+    it = hist.pick(1)
+    local = hist.owner[it]  # history record of each item
+    # an item's place in the file: its record's place, then its place in the record
+    place = perm[local] * 2**32 + (hist.tag_at[it] - spans.start[picked][local])
+    row = local + first
+    ks, ke, vs, ve, ok = item_spans(buf, hist, it)
+    interleaved = ok & (vs >= ks) & (vs < ke)
+    plain = ok & ~interleaved
+    codes, names = key_codes(buf, ks[plain], ke[plain])
+    tag_of = np.array([tag_code(state, b) for b in names] + [-1], np.int64)
+    code = np.full(len(it), -1, np.int64)
+    code[plain] = tag_of[codes]
+    wanted = np.flatnonzero(~_member(code, _skipped(state), len(state.tags)))  # (not parsed: values never shown)
+    values, numeric = numbers(buf, vs[wanted], np.maximum(ve, vs)[wanted])
+    num = wanted[numeric]
+    other = code >= 0
+    other[num] = False
+    text = np.flatnonzero(other)
+    odd = np.flatnonzero(interleaved)
+    return {
+        "steps": steps,
+        "broken": hist.broken,
+        "code": code[num],
+        "value": values[numeric],
+        "row": row[num],
+        "place": place[num],
+        "t_code": code[text],
+        "t_row": row[text],
+        "t_place": place[text],
+        "t_vs": vs[text],
+        "t_ve": ve[text],
+        "i_row": row[odd],
+        "i_place": place[odd],
+        "i_start": hist.start[it[odd]],
+        "i_stop": hist.stop[it[odd]],
+        "i_vs": vs[odd],
+        "i_ve": ve[odd],
+    }
+
+
+def _skipped(state: State) -> list[int]:
+    """The codes of the tags whose values are never shown (``_runtime``, ``_wandb.*``)."""
+    return [c for t, c in state.tags.items() if t == "_runtime" or t.startswith("_wandb")]
+
+
+def _named(state: State, raw: bytes) -> int:
+    name = key_name(raw)  # (the value field is not a key field)
+    return state.code(name) if name else -1
 
 
 def _member(code: np.ndarray, chosen: list[int], count: int) -> np.ndarray:
@@ -271,96 +329,3 @@ def tag_code(state: State, raw: bytes) -> int:
     except WireError:
         return -1
     return state.code(name) if name else -1
-
-
-def fold_summary(buf: np.ndarray, top: fast.Fields, picked: np.ndarray, state: State, split: int) -> None:
-    """Summary records folded in order: per key, the last update or remove wins.
-
-    Only the last operation on each key matters, so the items in the writer's layout (key
-    fields, then the value to the end) are told apart by their key alone, and only the winners'
-    values are located; any other item is read field by field. (The winners are checked again
-    with :func:`fast.items`; should one fail, the fold is redone with every item read in full.)
-    A record repeated byte for byte just after it is left out first (:func:`repeated`)."""
-    if not len(picked):
-        return
-    picked = picked[~repeated(buf, top.start[picked], top.stop[picked])]
-    perm = buffer_order(top.start[picked], split)
-    picked = picked[perm]
-    msgs = fast.fields(buf, top.start[picked], top.stop[picked])
-    ops = np.flatnonzero(((msgs.number == 1) | (msgs.number == 2)) & (msgs.wire == LEN))
-    owner = msgs.owner[ops]
-    place = perm[owner] * 2**32 + (msgs.tag_at[ops] - top.start[picked][owner])  # file order
-    if not _fold(buf, msgs, ops, place, state, lazy=True):
-        _fold(buf, msgs, ops, place, state, lazy=False)
-
-
-def repeated(buf: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """Whether each message (in file order) is byte for byte the same as one of the next two.
-
-    Why: wandb writes, after every step's summary record, one of the run's ``_runtime`` alone,
-    the same bytes until the next second; a summary record repeated later changes nothing the
-    later one does not do again, so only the last of a run of them needs folding. Candidates share
-    their length and first and last 8 bytes; each is then compared in full, a word at a time
-    (messages under 8 bytes are never dropped)."""
-    length = stop - start
-    buf = fast.padded(buf, stop)
-    head, tail = fast.words(buf, start), fast.words(buf, np.maximum(stop - 8, start))
-    out = np.zeros(len(start), bool)
-    for d in (1, 2):
-        i = np.flatnonzero((length[:-d] == length[d:]) & (head[:-d] == head[d:]) & (tail[:-d] == tail[d:]) & (length[:-d] >= 8))
-        k = 8  # the bytes between the first and last 8
-        while len(i):
-            whole = k >= length[i] - 8
-            out[i[whole]] = True
-            i = i[~whole]
-            i, k = i[fast.words(buf, start[i] + k) == fast.words(buf, start[i + d] + k)], k + 8
-    return out
-
-
-def _fold(buf: np.ndarray, msgs: fast.Fields, ops: np.ndarray, place: np.ndarray, state: State, lazy: bool) -> bool:
-    removes = msgs.number[ops] == 2  # an item of key fields only: its bytes are its key
-    ks, ke = msgs.start[ops].copy(), msgs.stop[ops].copy()
-    vs, ve = ke.copy(), ke.copy()
-    ok = removes.copy()
-    guess = np.zeros(len(ops), bool)
-    if lazy:
-        ke_guess, guess = fast.item_key(buf, msgs, ops)
-        guess &= ~removes
-        ke[guess] = ke_guess[guess]
-        ok |= guess
-    exact = np.flatnonzero(~removes & ~guess)
-    if len(exact):
-        ks[exact], ke[exact], vs[exact], ve[exact], ok[exact] = item_spans(buf, msgs, ops[exact])
-    idx = np.flatnonzero(ok)
-    if not len(idx):
-        return True
-    codes, names = key_codes(buf, ks[idx], ke[idx])
-    label = []  # a key's name: ``key`` and a one-part ``nested_key`` name the same key
-    ids: dict[str, int] = {}
-    for raw_key in names:
-        try:
-            name = key_name(raw_key) or ""
-        except WireError:
-            name = ""
-        label.append(ids.setdefault(name, len(ids)))
-    by_name = np.array(label, np.int64)[codes]
-    last = np.full(len(ids), -1, np.int64)
-    np.maximum.at(last, by_name, place[idx])
-    wins = np.flatnonzero(place[idx] == last[by_name])  # per key, its last operation
-    checked = idx[wins][guess[idx[wins]]]
-    if len(checked):
-        _, _, vs[checked], ve[checked], fine = fast.items(buf, msgs, ops[checked])
-        if not fine.all():
-            return False
-    named = list(ids)
-    for j in wins.tolist():
-        op = int(idx[j])
-        name = named[by_name[j]]
-        if not name:
-            continue
-        if msgs.number[ops[op]] == 2:
-            state.summary.pop(name, None)
-            continue
-        value = buf[vs[op] : ve[op]].tobytes().decode("utf-8", errors="replace")
-        state.summary[name] = value
-    return True
