@@ -281,6 +281,21 @@ def member_points(group: compare.Group, g: Member, points: compare.Points, n_out
     return tagged
 
 
+def _digest(
+    group: compare.Group, g: Member, doc: dict | None, points: compare.Points, n_out: int, kept: compare.Kept | None
+) -> tuple[Digest, Tagged | None]:
+    """The group's :class:`Digest`: the last build's while it holds, else made from the group's
+    points (and kept), which come back too."""
+    best = g.runs.index(g.best) if g.best is not None else None
+    d = _kept_digest(group, g, doc, best, kept)
+    if d is not None:
+        return d, None
+    f = member_points(group, g, points, n_out, kept)
+    d = digest_of(f, best)
+    _keep_digest(group, g, doc, best, d, kept)
+    return d, f
+
+
 def _member_doc(group: compare.Group, g: Member, n_out: int, kept: compare.Kept | None) -> dict | None:
     """What a group's points (and so its bands) depend on, when they are all in the store: the
     code, the level of thinning and its runs' input keys in order; None when they are not."""
@@ -367,7 +382,8 @@ def summary_data(
     "tags":[...],...,"summary":{...}``) and what its HTML says of them; the groups' run scripts
     in ``Summary.files``. ``names``: the names of the group of the page's own runs and of the
     "other" group. With ``kept``, a group's script whose runs did not change since the last
-    build is linked from the live build (``prefix``: the page's folder), not drawn again."""
+    build is linked from the live build (``prefix``: the page's folder), not drawn again, and
+    the group's points are not read (its :class:`Digest` and kept bands answer for them)."""
     points = points or (lambda r, level: r.lines)
     ms = members(group, *names)
     runs = group.runs
@@ -376,18 +392,10 @@ def summary_data(
     metric = best_runs(runs, ms, metrics)
     docs = [_member_doc(group, g, n_out, kept) for g in ms]
     olds = [_kept_bands(group, g, doc, kept) for g, doc in zip(ms, docs)]
-    flat: list[Tagged | None] = []  # per group, per tag: its points, when they were read
-    digests: list[Digest] = []
-    for g, doc in zip(ms, docs):
-        best = g.runs.index(g.best) if g.best is not None else None
-        d = _kept_digest(group, g, doc, best, kept)
-        f = None
-        if d is None:
-            f = member_points(group, g, points, n_out, kept)
-            d = digest_of(f, best)
-            _keep_digest(group, g, doc, best, d, kept)
-        flat.append(f)
-        digests.append(d)
+    got = [_digest(group, g, doc, points, n_out, kept) for g, doc in zip(ms, docs)]
+    digests = [d for d, _ in got]
+    flat = [f for _, f in got]  # per group, per tag: its points, when they were read
+    for g, d in zip(ms, digests):
         g.nonfinite = d.nonfinite
     first = {m: k for k, m in enumerate(metrics)}
     every_tag = {t for d in digests for t in d.spans}
