@@ -67,6 +67,37 @@ class Summary:
     files: dict[str, bytes] = field(default_factory=dict)
 
 
+#: a group's steps of a tag: its first, its last and its distinct steps (None: more than ``GRID``)
+Span = tuple[int, int, "np.ndarray | None"]
+
+
+@dataclass(eq=False, repr=False)
+class Digest:
+    """What a page needs of a group's points besides its bands, kept so that a rebuild need not
+    read an unchanged group's points: per tag its steps' :data:`Span` and its best run's
+    ``(step, value)``; how many of its runs hold NaN/inf."""
+
+    spans: dict[str, Span]
+    best: dict[str, tuple[np.ndarray, np.ndarray]]
+    nonfinite: int
+
+
+def digest_of(tagged: Tagged, best: int | None) -> Digest:
+    """The :class:`Digest` of a group's points (``best``: its best run's index in the group)."""
+    spans: dict[str, Span] = {}
+    lines: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    bad: set[int] = set()
+    for t, (run_of, step, value) in tagged.items():
+        u = distinct(step)
+        spans[t] = (int(step.min()), int(step.max()), u if len(u) <= GRID else None)
+        if best is not None:
+            mine = run_of == best
+            if mine.any():
+                lines[t] = (step[mine], value[mine])
+        bad.update(np.unique(run_of[~np.isfinite(value)]).tolist())
+    return Digest(spans, lines, len(bad))
+
+
 def members(group: compare.Group, own_name: str, other_name: str) -> list[Member]:
     """The page's runs by the next folder level below it (a run in no sub-folder: the group
     ``own_name``); past ``MAX_GROUPS``, the smallest groups as one."""
@@ -144,20 +175,40 @@ def grid_of(steps: np.ndarray, most: int) -> np.ndarray:
     did not change keeps its band there (see :func:`_banded`)."""
     if not len(steps):
         return np.zeros(0, np.int64)
+    return _grid(int(steps.min()), int(steps.max()), distinct(steps), most)
+
+
+def distinct(steps: np.ndarray) -> np.ndarray:
+    """The distinct steps of a non-empty column, sorted (close steps: which are present, without a sort)."""
     first, last = int(steps.min()), int(steps.max())
-    if last - first < 4 * len(steps):  # steps close together: which are present, without a sort
+    if last - first < 4 * len(steps):
         seen = np.zeros(last - first + 1, bool)
         seen[steps - first] = True
-        u = np.flatnonzero(seen) + first
-    else:
-        u = np.unique(steps)
-    if len(u) <= most:
+        return np.flatnonzero(seen) + first
+    return np.unique(steps)
+
+
+def _grid(first: int, last: int, u: np.ndarray | None, most: int) -> np.ndarray:
+    """:func:`grid_of` of steps from ``first`` to ``last`` whose distinct steps are ``u`` (None:
+    more than ``most`` of them)."""
+    if u is not None and len(u) <= most:
         return u
     stride = 1 << max(0, math.ceil(math.log2((last - first) / max(most - 3, 1))))
     while (last - first) // stride + 3 > most:  # (float rounding of the log)
         stride *= 2
     inner = np.arange(-(-first // stride) * stride, last + 1, stride, dtype=np.int64)
     return np.unique(np.concatenate([np.array([first, last], np.int64), inner]))
+
+
+def grid_of_spans(spans: list[Span | None], most: int) -> np.ndarray:
+    """:func:`grid_of` of the groups' steps of a tag from their :class:`Digest` spans alone (the
+    union of their distinct steps, or past ``GRID`` of one group's, its first and last)."""
+    have = [sp for sp in spans if sp is not None]
+    if not have:
+        return np.zeros(0, np.int64)
+    us = [sp[2] for sp in have if sp[2] is not None]
+    u = np.unique(np.concatenate(us)) if len(us) == len(have) else None
+    return _grid(min(sp[0] for sp in have), max(sp[1] for sp in have), u, most)
 
 
 #: per tag, ``(run, step, value)`` of each run's own line of it, in run order (``run``: the run's
@@ -228,6 +279,21 @@ def member_points(group: compare.Group, g: Member, points: compare.Points, n_out
     arrays = {f"{c}{k}": tagged[t][j] for k, t in enumerate(tags) for j, c in enumerate("rsv")}
     kept.save(group.slug, g.key, {**doc, "tags": tags}, arrays)
     return tagged
+
+
+def _digest(
+    group: compare.Group, g: Member, doc: dict | None, points: compare.Points, n_out: int, kept: compare.Kept | None
+) -> tuple[Digest, Tagged | None]:
+    """The group's :class:`Digest`: the last build's while it holds, else made from the group's
+    points (and kept), which come back too."""
+    best = g.runs.index(g.best) if g.best is not None else None
+    d = _kept_digest(group, g, doc, best, kept)
+    if d is not None:
+        return d, None
+    f = member_points(group, g, points, n_out, kept)
+    d = digest_of(f, best)
+    _keep_digest(group, g, doc, best, d, kept)
+    return d, f
 
 
 def _member_doc(group: compare.Group, g: Member, n_out: int, kept: compare.Kept | None) -> dict | None:
@@ -316,27 +382,31 @@ def summary_data(
     "tags":[...],...,"summary":{...}``) and what its HTML says of them; the groups' run scripts
     in ``Summary.files``. ``names``: the names of the group of the page's own runs and of the
     "other" group. With ``kept``, a group's script whose runs did not change since the last
-    build is linked from the live build (``prefix``: the page's folder), not drawn again."""
+    build is linked from the live build (``prefix``: the page's folder), not drawn again, and
+    the group's points are not read (its :class:`Digest` and kept bands answer for them)."""
     points = points or (lambda r, level: r.lines)
     ms = members(group, *names)
     runs = group.runs
     n_lines = sum(1 for r in runs for ln in r.lines if ln.label in ("", "hparams")) or 1
     n_out = int(min(compare.MAX_POINTS, max(compare.MIN_POINTS, POINTS // n_lines)))
-    flat = [member_points(group, g, points, n_out, kept) for g in ms]  # per group, per tag
     metric = best_runs(runs, ms, metrics)
-    first = {m: k for k, m in enumerate(metrics)}
-    every_tag = {t for f in flat for t in f}
-    tags = sorted(every_tag, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
-    most = int(max(MIN_GRID, min(GRID, CELLS // max(len(runs), 1))))
     docs = [_member_doc(group, g, n_out, kept) for g in ms]
     olds = [_kept_bands(group, g, doc, kept) for g, doc in zip(ms, docs)]
-    drawn = {t: _tag([f.get(t) for f in flat], ms, most, [o.get(t) for o in olds]) for t in tags}
-    _keep_bands(group, ms, docs, olds, drawn, flat, kept)
-    for g, f in zip(ms, flat):
-        bad: set[int] = set()
-        for run_of, _, value in f.values():
-            bad.update(np.unique(run_of[~np.isfinite(value)]).tolist())
-        g.nonfinite = len(bad)
+    got = [_digest(group, g, doc, points, n_out, kept) for g, doc in zip(ms, docs)]
+    digests = [d for d, _ in got]
+    flat = [f for _, f in got]  # per group, per tag: its points, when they were read
+    for g, d in zip(ms, digests):
+        g.nonfinite = d.nonfinite
+    first = {m: k for k, m in enumerate(metrics)}
+    every_tag = {t for d in digests for t in d.spans}
+    tags = sorted(every_tag, key=lambda t: (first.get(t, len(first)), t))  # key metrics first: they stay
+    most = int(max(MIN_GRID, min(GRID, CELLS // max(len(runs), 1))))
+    grids = {t: grid_of_spans([d.spans.get(t) for d in digests], most) for t in tags}
+    for i, (g, d, kept_bands) in enumerate(zip(ms, digests, olds)):
+        if flat[i] is None and not all(_covers(kept_bands.get(t), grids[t], sp) for t, sp in d.spans.items()):
+            flat[i] = member_points(group, g, points, n_out, kept)  # its kept bands lack steps inside its own
+    drawn = {t: _tag(grids[t], [f.get(t) if f is not None else None for f in flat], digests, t, ms, [o.get(t) for o in olds]) for t in tags}
+    _keep_bands(group, ms, docs, olds, drawn, digests, kept)
     share = group_budget  # (not the page's budget: that moves with the page's table, the scripts would with it)
     files: dict[str, bytes] = {}
     heads: dict[str, list] = {}
@@ -352,7 +422,7 @@ def summary_data(
     if kept is not None:
         kept.put(group.slug, heads)
     while True:  # fewer aligned steps, then fewer tags, until the page's data fits
-        parts = [_tag_text(t, drawn[t], ms, [f.get(t) for f in flat], most) for t in tags]
+        parts = [_tag_text(t, drawn[t], ms, [d.best.get(t) for d in digests], most) for t in tags]
         head = _head(group, ms, labels, metric, len(tags), most)
         size = sum(map(len, parts)) + len(head) + 200
         if size <= budget * 0.9 or (most <= MIN_GRID and len(tags) <= 1):
@@ -387,41 +457,56 @@ def summary_data(
 Band = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _tag(flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], ms: list[Member], most: int, olds: list[Band | None]) -> list[Any]:
+def _tag(
+    grid: np.ndarray,
+    flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None],
+    digests: list[Digest],
+    tag: str,
+    ms: list[Member],
+    olds: list[Band | None],
+) -> list[Any]:
     """A tag's aligned steps and, per group, its band there (None: the group has no line of the
-    tag) (``flat``: each group's points of the tag, see :func:`member_points`; ``olds``: each
-    group's band of the last build when its runs did not change, reused at the steps it has)."""
-    grid = grid_of(np.concatenate([f[1] for f in flat if f is not None] or [np.zeros(0, np.int64)]), most)
+    tag) (``flat``: each group's points of the tag when they were read, see :func:`member_points`;
+    ``olds``: each group's band of the last build when its runs did not change)."""
     out: list[Any] = [grid]
-    for g, f, old in zip(ms, flat, olds):
-        if f is None:
-            out.append(None)
-            continue
-        out.append(_banded(f, len(g.runs), grid, old))
+    for g, f, d, old in zip(ms, flat, digests, olds):
+        span = d.spans.get(tag)
+        out.append(None if span is None else _banded(f, len(g.runs), grid, old, span))
     return out
 
 
-def _banded(f: tuple[np.ndarray, np.ndarray, np.ndarray], n_runs: int, grid: np.ndarray, old: Band | None) -> Band:
+def _banded(f: tuple[np.ndarray, np.ndarray, np.ndarray] | None, n_runs: int, grid: np.ndarray, old: Band | None, span: Span) -> Band:
     """A group's band at ``grid``'s steps: each step's column depends on that step and the
-    group's points alone, so the columns ``old`` has are taken from it, the others computed."""
-    have = np.zeros(len(grid), bool)
-    at = np.zeros(len(grid), np.int64)
-    if old is not None and len(old[0]):
-        at = np.minimum(np.searchsorted(old[0], grid), len(old[0]) - 1)
-        have = old[0][at] == grid
+    group's points alone, so the columns ``old`` has are taken from it, the others computed
+    (from ``f``, its points, needed only when one of them lies within its steps' ``span``)."""
+    have, at = _have(old, grid)
     q = np.full((len(QUANTILES), len(grid)), np.nan)
     n = np.zeros(len(grid), np.int64)
     bad = np.zeros(len(grid), bool)
     if old is not None and have.any():
         q[:, have], n[have], bad[have] = old[1][:, at[have]], old[2][at[have]], old[3][at[have]]
-    todo = np.flatnonzero(~have)
-    if len(todo) and len(f[1]):  # (before the group's first step or after its last, no run has a value)
-        todo = todo[(grid[todo] >= f[1].min()) & (grid[todo] <= f[1].max())]
-    if len(todo) and len(f[1]):
+    todo = np.flatnonzero(~have)  # (before the group's first step or after its last, no run has a value)
+    todo = todo[(grid[todo] >= span[0]) & (grid[todo] <= span[1])]
+    if len(todo):
+        if f is None:
+            raise ValueError("a band's steps within the group's own need its points")
         v, ok = aligned(f[0], f[1], f[2], n_runs, grid[todo])
         q[:, todo], n[todo] = quantiles(v)
         bad[todo] = (ok & ~np.isfinite(v)).any(axis=0)
     return grid, q, n, bad
+
+
+def _have(old: Band | None, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``grid``'s steps the kept band ``old`` has, and where."""
+    if old is None or not len(old[0]):
+        return np.zeros(len(grid), bool), np.zeros(len(grid), np.int64)
+    at = np.minimum(np.searchsorted(old[0], grid), len(old[0]) - 1)
+    return old[0][at] == grid, at
+
+
+def _covers(old: Band | None, grid: np.ndarray, span: Span) -> bool:
+    """Whether the kept band ``old`` has every step of ``grid`` within the group's steps' ``span``."""
+    return old is not None and not _inside(grid[~_have(old, grid)[0]], span)
 
 
 def _kept_bands(group: compare.Group, g: Member, doc: dict | None, kept: compare.Kept | None) -> dict[str, Band]:
@@ -450,7 +535,7 @@ def _keep_bands(
     docs: list[dict | None],
     olds: list[dict[str, Band]],
     drawn: dict[str, list[Any]],
-    flat: list[Tagged],
+    digests: list[Digest],
     kept: compare.Kept | None,
 ) -> None:
     """Keep each group's bands for the next build, unless the kept ones still serve: the steps
@@ -459,7 +544,9 @@ def _keep_bands(
         return
     for k, (g, doc, old) in enumerate(zip(ms, docs, olds)):
         mine = {t: d[k + 1] for t, d in drawn.items() if d[k + 1] is not None}
-        if doc is None or (old and all(t in old and not _inside(b[0][~np.isin(b[0], old[t][0])], flat[k][t][1]) for t, b in mine.items())):
+        if doc is None or (
+            old and all(t in old and not _inside(b[0][~np.isin(b[0], old[t][0])], digests[k].spans[t]) for t, b in mine.items())
+        ):
             continue
         tags = sorted(mine)
         arrays: dict[str, np.ndarray] = {}
@@ -469,15 +556,62 @@ def _keep_bands(
         kept.save(group.slug, g.key + BANDS, {**doc, "tags": tags}, arrays)
 
 
-def _inside(steps: np.ndarray, own: np.ndarray) -> bool:
-    """Whether any of ``steps`` lies between the first and the last of a group's ``own`` steps."""
-    return bool(len(steps) and len(own) and ((steps >= own.min()) & (steps <= own.max())).any())
+def _inside(steps: np.ndarray, span: Span) -> bool:
+    """Whether any of ``steps`` lies between the first and the last of a group's steps (``span``)."""
+    return bool(len(steps) and ((steps >= span[0]) & (steps <= span[1])).any())
 
 
 BANDS = "/bands"  # (after a group's key: its bands are kept beside its points; a key has no "/")
+DIGEST = "/digest"  # (... and its digest)
 
 
-def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None], most: int) -> str:
+def _kept_digest(group: compare.Group, g: Member, doc: dict | None, best: int | None, kept: compare.Kept | None) -> Digest | None:
+    """The group's :class:`Digest` as the last build kept it, when its runs and its best run did
+    not change; None when there is none (or it is damaged): the group's points are read then."""
+    if doc is None or kept is None or kept.load is None:
+        return None
+    last = kept.load(group.slug, g.key + DIGEST)
+    if last is None:
+        return None
+    head, a = last
+    if {k: head.get(k) for k in doc} != doc or head.get("best") != best or type(head.get("nonfinite")) is not int:
+        return None
+    try:
+        spans: dict[str, Span] = {}
+        lines: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for k, (t, has_u, has_best) in enumerate(head["tags"]):
+            ends, u = a[f"e{k}"], a[f"u{k}"] if has_u else None
+            if type(t) is not str or ends.dtype != np.int64 or len(ends) != 2 or (u is not None and u.dtype != np.int64):
+                return None
+            spans[t] = (int(ends[0]), int(ends[1]), u)
+            if has_best:
+                s, v = a[f"s{k}"], a[f"v{k}"]
+                if s.dtype != np.int64 or v.dtype != np.float64 or len(s) != len(v):
+                    return None
+                lines[t] = (s, v)
+        return Digest(spans, lines, head["nonfinite"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _keep_digest(group: compare.Group, g: Member, doc: dict | None, best: int | None, d: Digest, kept: compare.Kept | None) -> None:
+    """Keep the group's :class:`Digest` for the next build (beside its points, under ``doc``)."""
+    if doc is None or kept is None or kept.save is None:
+        return
+    tags = sorted(d.spans)
+    arrays: dict[str, np.ndarray] = {}
+    for k, t in enumerate(tags):
+        first, last, u = d.spans[t]
+        arrays[f"e{k}"] = np.array([first, last], np.int64)
+        if u is not None:
+            arrays[f"u{k}"] = u
+        if t in d.best:
+            arrays[f"s{k}"], arrays[f"v{k}"] = d.best[t]
+    head = {**doc, "best": best, "nonfinite": d.nonfinite, "tags": [[t, d.spans[t][2] is not None, t in d.best] for t in tags]}
+    kept.save(group.slug, g.key + DIGEST, head, arrays)
+
+
+def _tag_text(tag: str, drawn: list[Any], ms: list[Member], bests: list[tuple[np.ndarray, np.ndarray] | None], most: int) -> str:
     """A tag's summary as page data: ``{"tag", "x": aligned steps, "bands": [[group, median,
     low, high, runs there, [steps with NaN/inf]], ...], "best": [[group, x, y], ...]}``, at
     ``most`` aligned steps or fewer (every k-th of those drawn, and the last)."""
@@ -486,22 +620,19 @@ def _tag_text(tag: str, drawn: list[Any], ms: list[Member], flat: list[tuple[np.
     if len(grid) > most:
         keep = np.unique(np.concatenate([np.arange(0, len(grid), math.ceil(len(grid) / most)), [len(grid) - 1]]))
     bands, best = [], []
-    for k, (g, got, f) in enumerate(zip(ms, drawn[1:], flat)):
-        if got is None or f is None:
+    for k, (got, line) in enumerate(zip(drawn[1:], bests)):
+        if got is None:
             continue
         _, q, n, bad = got
         bands.append(
             [k, numbers(q[1][keep]), numbers(q[0][keep]), numbers(q[2][keep]), numbers(n[keep]), np.flatnonzero(bad[keep]).tolist()]
         )
-        if g.best is not None:
-            run_of, step, value = f
-            mine = run_of == g.runs.index(g.best)
-            if mine.any():
-                s, y = step[mine], value[mine]
-                if len(s) > 2 * most:
-                    pick = np.unique(np.concatenate([np.linspace(0, len(s) - 1, 2 * most).astype(np.int64)]))
-                    s, y = s[pick], y[pick]
-                best.append([k, numbers(s), numbers(y)])
+        if line is not None:  # (the group's best run has a line of the tag)
+            s, y = line
+            if len(s) > 2 * most:
+                pick = np.unique(np.concatenate([np.linspace(0, len(s) - 1, 2 * most).astype(np.int64)]))
+                s, y = s[pick], y[pick]
+            best.append([k, numbers(s), numbers(y)])
     return json_text({"tag": tag, "x": numbers(grid[keep]), "bands": bands, "best": best})
 
 

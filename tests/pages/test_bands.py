@@ -236,9 +236,9 @@ def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path:
     calls: list[tuple[bool, int, int]] = []  # per group and tag: kept band?, aligned steps, steps computed
     real = bands._banded
 
-    def banded(f, n_runs, grid, old):
+    def banded(f, n_runs, grid, old, span):
         calls.append((old is not None, len(grid), len(grid) - (int(np.isin(grid, old[0]).sum()) if old is not None else 0)))
-        return real(f, n_runs, grid, old)
+        return real(f, n_runs, grid, old, span)
 
     monkeypatch.setattr(bands, "_banded", banded)
     out, cache = tmp_path / "site", tmp_path / "cache"
@@ -273,3 +273,26 @@ def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path:
     assert len(kept) == 4 and all(todo < n / 2 for n, todo in kept), calls
     build(root, fresh, BuildOptions(config=cfg, use_cache=False, executor=Serial(), source_date_epoch=5))
     assert page.read_bytes() == (fresh / "compare" / "all" / "index.html").read_bytes()
+
+
+@pytest.mark.parametrize("most", [12, 60, 200])
+def test_grid_of_digests_is_the_grid_of_the_steps(most: int):
+    """The grid a page draws from its groups' digests (first, last, distinct steps up to
+    ``GRID``) is :func:`grid_of` of all their steps, whether the steps are few or many."""
+    from sitegen.pages import bands
+
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        groups = []
+        for _ in range(int(rng.integers(1, 5))):
+            few = rng.random() < 0.5
+            hi = int(rng.integers(30, 80)) if few else int(rng.integers(300, 100_000))
+            lo = int(rng.integers(0, 20))
+            groups.append(rng.integers(lo, hi, size=int(rng.integers(1, 400))).astype(np.int64))
+        spans = []
+        for steps in groups:
+            u = bands.distinct(steps)
+            spans.append((int(steps.min()), int(steps.max()), u if len(u) <= bands.GRID else None))
+        want = bands.grid_of(np.concatenate(groups), most)
+        got = bands.grid_of_spans([None, *spans], most)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), trial
