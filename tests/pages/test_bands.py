@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sitegen.pages.bands import aligned, quantiles
+from sitegen.pages import grid
 from sitegen.pages.charts import decode_numbers
+from sitegen.pages.grid import aligned, quantiles
 from tests.support import page_payload
 
 RUNS = {  # project/model/run -> (first step, last step); runs end at different steps
@@ -204,7 +205,7 @@ def test_summarised_page_stays_within_budget(tmp_path: Path):
 def test_grid_stays_put_as_the_runs_grow(most: int):
     """Past ``most`` steps the grid is the first and last step and the multiples of a power of
     two between them: a run that grows adds steps at the end and keeps the others."""
-    from sitegen.pages.bands import grid_of
+    from sitegen.pages.grid import grid_of
 
     rng = np.random.default_rng(3)
     steps = np.unique(rng.integers(7, 100_000, size=5000))
@@ -279,8 +280,6 @@ def test_a_rebuild_keeps_the_bands_of_groups_whose_runs_did_not_change(tmp_path:
 def test_grid_of_digests_is_the_grid_of_the_steps(most: int):
     """The grid a page draws from its groups' digests (first, last, distinct steps up to
     ``GRID``) is :func:`grid_of` of all their steps, whether the steps are few or many."""
-    from sitegen.pages import bands
-
     rng = np.random.default_rng(5)
     for trial in range(40):
         groups = []
@@ -291,8 +290,8 @@ def test_grid_of_digests_is_the_grid_of_the_steps(most: int):
             groups.append(rng.integers(lo, hi, size=int(rng.integers(1, 400))).astype(np.int64))
         spans = []
         for steps in groups:
-            u = bands.distinct(steps)
-            spans.append((int(steps.min()), int(steps.max()), u if len(u) <= bands.GRID else None))
-        want = bands.grid_of(np.concatenate(groups), most)
-        got = bands.grid_of_spans([None, *spans], most)
+            u = grid.distinct(steps)
+            spans.append((int(steps.min()), int(steps.max()), u if len(u) <= grid.GRID else None))
+        want = grid.grid_of(np.concatenate(groups), most)
+        got = grid.grid_of_spans([None, *spans], most)
         assert got.dtype == want.dtype and got.tolist() == want.tolist(), trial
