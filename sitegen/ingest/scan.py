@@ -153,7 +153,7 @@ def _inside(sources: list[RunSource], roots: tuple[str, ...], problems: list[Pro
 
 
 def _claims(reader: Any, name: str, patterns: dict[str, tuple[str, ...]]) -> bool:
-    return reader.claims(name, *((patterns[reader.FORMAT],) if reader.FORMAT in patterns else ()))
+    return _claim_test(reader, patterns.get(reader.FORMAT))(name)
 
 
 def _plain_claimer(order: list, first: int, name: str, patterns: dict[str, tuple[str, ...]]) -> int | None:
@@ -184,12 +184,7 @@ class _Claimers(dict):
         self.tests = [_claim_test(r, patterns.get(r.FORMAT)) for r in READERS.values()]
 
     def __missing__(self, name: str) -> int | None:
-        got = None
-        for i, test in enumerate(self.tests):
-            if test(name):
-                got = i
-                break
-        self[name] = got
+        got = self[name] = next((i for i, test in enumerate(self.tests) if test(name)), None)
         return got
 
 
