@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import re
 import weakref
 from dataclasses import dataclass, field
@@ -60,7 +61,12 @@ def numeric_array(values: np.ndarray, dtype: str | None = None) -> pa.Array:
 
 
 def empty_scalars() -> pa.Table:
-    return empty_table(RUN_SCALARS_SCHEMA)
+    """The one empty scalars table (Arrow tables are immutable, and each copy holds ~800 bytes
+    of Arrow memory: a build keeps a run without points for every run of the archive)."""
+    return _EMPTY_SCALARS
+
+
+_EMPTY_SCALARS = empty_table(RUN_SCALARS_SCHEMA)
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,7 +238,7 @@ def path_in(folder: Path | None, folder_text: str | None, text: str) -> Path:
     return Path(text)
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceFile:
     """A log file that was read, and how far: ``decoded_bytes`` ends at the last complete record;
     ``sha256``: of its first ``size`` bytes, when the reader took it (``ReadOptions.digest``)."""
@@ -307,14 +313,14 @@ class Embedding:
     dims: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Artifact:
     path: str  # relative to the run directory
     size: int
     sha256: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class RunData:
     """Everything one run holds, in the order it was written."""
 
@@ -336,6 +342,15 @@ class RunData:
     #: restarts the logs announce (TensorBoard's SessionLog START): (scalar rows written before
     #: it, its step); the records before it from that step on are superseded in the charts
     restarts: list[tuple[int, int]] = field(default_factory=list)
+
+    def __getstate__(self) -> tuple:
+        """An empty scalars table crosses a process boundary as None and comes back as the
+        shared one (:func:`empty_scalars`): a worker sends a run without points for every run."""
+        return tuple(None if v is _EMPTY_SCALARS else v for v in map(self.__getattribute__, self.__slots__))
+
+    def __setstate__(self, state: tuple) -> None:
+        for name, v in zip(self.__slots__, state):
+            object.__setattr__(self, name, _EMPTY_SCALARS if v is None and name == "scalars" else v)
 
 
 def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
@@ -367,7 +382,7 @@ def merge_parts(name: str, fmt: str, parts: list[RunData]) -> RunData:
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class Stats:
     """Exact statistics of a whole series (before thinning). Not frozen: a rebuild makes one per
     line of every reused run, and a frozen dataclass is much slower to make."""
@@ -385,8 +400,15 @@ class Stats:
     max_step: int | None
     max_value: float | None
 
+    def values(self) -> tuple:
+        """The fields in order (a run summary keeps a line's statistics as this list)."""
+        return _STATS_FIELDS(self)
 
-@dataclass(eq=False)
+
+_STATS_FIELDS = operator.attrgetter(*Stats.__slots__)
+
+
+@dataclass(eq=False, slots=True)
 class Series:
     """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
 
@@ -442,7 +464,7 @@ class Packed:
     thinned: list[bool]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ChartLine:
     """One drawn line of a scalar chart: a tag of the run or of one of its sub-runs."""
 
@@ -461,7 +483,7 @@ class Superseded:
     last_step: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class SiteRun:
     """A run as the site shows it: its own data plus its sub-runs, and chart-ready series."""
 

@@ -155,6 +155,7 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
         for k, (i, result) in enumerate(zip(todo, runner.map(process_run, jobs))):
             if result.written is not None:
                 stage.adopt(result.written)
+                result.written = None  # (its entries are the stage's now)
             else:  # a Dask worker drew it (and kept its summary): this process writes it
                 write_run(result, stage)
                 result = replace(result, files={})

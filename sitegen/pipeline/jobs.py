@@ -45,7 +45,7 @@ class Output:
         return Writer(self.root, self.previous, self.old, replace=True)
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(eq=False, repr=False, slots=True)
 class RunJob:
     """Everything a worker needs to turn one run family into its page and its summary."""
 
@@ -61,7 +61,7 @@ class RunJob:
     slug: str = ""  # its folder under runs/ (the plan makes each run's distinct)
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(eq=False, repr=False, slots=True)
 class RunResult:
     run: SiteRun  # light: bulk payloads dropped, lines thinned for comparison pages
     hparams: dict[str, HParamValue]

@@ -24,7 +24,7 @@ KINDS = ("added", "grown", "finished", "removed", "best")
 FEED_ENTRIES = 100  # entries the feed keeps, newest builds first
 
 
-@dataclass
+@dataclass(slots=True)
 class RunState:
     """What a build remembers of a run to tell the next build what changed."""
 
