@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.model import Artifact, ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, path_in
+from sitegen.model import ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, path_in
 
 
 def to_doc(
@@ -91,12 +91,13 @@ def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
 
 
 def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
-    """The summary back; its lines keep their statistics, their points stay in the store (see
-    :func:`level_points`). ``known``: Path objects the caller already has, by their text (the
-    scan's folder and log files of the run), used instead of new ones."""
+    """The summary back, as :func:`held` makes a drawn run: its lines keep their statistics,
+    their points stay in the store (see :func:`level_points`). ``known``: Path objects the
+    caller already has, by their text (the scan's folder and log files of the run), used
+    instead of new ones."""
     r, d = doc["run"], doc["data"]
     folder = r["directory"]
-    paths: dict[str, Path] = dict(known or {})  # (a run's files and its sources are mostly the same files)
+    paths: dict[str, Path] = dict(known or {})
     where = None if folder is None else paths.get(folder) or Path(folder)
 
     def path(text: str) -> Path:
@@ -105,27 +106,16 @@ def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, 
             got = paths[text] = path_in(where, folder, text)
         return got
 
-    data = RunData(
-        name=d["name"],
-        format=d["format"],
-        hparams=d["hparams"],
-        hparam_metrics=d["hparam_metrics"],
-        meta=d["meta"],
-        artifacts=[Artifact(**a) for a in d["artifacts"]],
-        problems=[Problem(**p) for p in d["problems"]],
-        files=[SourceFile(path(p), s, e) for p, s, e in d["files"]],
-    )
     run = SiteRun(
         name=r["name"],
         slug=r["slug"],
         title=r["title"],
         parts=tuple(r["parts"]),
-        data=data,
+        data=RunData(name=d["name"], format=d["format"], meta=d["meta"]),
         lines=[_stats_line(tag, label, Stats(*stats), thinned) for tag, label, thinned, *stats in doc["lines"]],
         start_time=r["start_time"],
         end_time=r["end_time"],
         last_step=r["last_step"],
-        directory=where,
         commit=Commit(**r["commit"]) if r.get("commit") else None,
     )
     sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]
@@ -148,6 +138,11 @@ def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: in
     return Packed(bounds.tolist(), step, wall, value, [ln.series.thinned or c for ln, c in zip(lines, cut.tolist())])
 
 
-def without_points(run: SiteRun) -> SiteRun:
-    """``run`` with its lines' statistics only (their points are in the store)."""
-    return replace(run, lines=[_stats_line(ln.tag, ln.label, ln.series.stats, ln.series.thinned) for ln in run.lines])
+def held(run: SiteRun) -> SiteRun:
+    """``run`` as a build holds it once its summary is kept: its lines' statistics (their points
+    are in the store) and, of its data, the name, format and recorded meta (a status, notes);
+    its log files, folder, artifacts and problems are in its page and summary. What the build
+    keeps of a run then does not grow with what the run logged."""
+    d = run.data
+    lines = [_stats_line(ln.tag, ln.label, ln.series.stats, ln.series.thinned) for ln in run.lines]
+    return replace(run, data=RunData(name=d.name, format=d.format, meta=d.meta), lines=lines, directory=None)

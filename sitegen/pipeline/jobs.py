@@ -117,13 +117,13 @@ def process_run(job: RunJob) -> RunResult:
 
 
 def keep_summary(result: RunResult, store: Store, key: str) -> RunResult:
-    """Keep a drawn run's summary under ``key``; the result without its lines' points when the
-    cache has them (memory then does not grow with the archive, and a cluster's worker sends
-    less: the comparison pages read them back one run at a time)."""
+    """Keep a drawn run's summary under ``key``; when the cache has it, the result holds the run
+    as :func:`summary.held` makes it (memory then does not grow with what the runs logged, and a
+    cluster's worker sends less: the comparison pages read the points back one run at a time)."""
     doc = summary.to_doc(result.run, result.hparams, page_names(result.files), result.problems, result.sources, result.digests)
     if store.put_summary(key, *doc) is None:
         return result
-    return replace(result, run=summary.without_points(result.run), stored=True)
+    return replace(result, run=summary.held(result.run), stored=True)
 
 
 def write_run(result: RunResult, writer: Writer) -> None:
