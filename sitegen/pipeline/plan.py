@@ -200,4 +200,7 @@ def _nested(root: str, names: list[str]) -> frozenset:
     while i < len(names) and names[i].startswith(prefix):
         out.append(Path(names[i]))
         i += 1
-    return frozenset(out)
+    return frozenset(out) if out else _NONE
+
+
+_NONE: frozenset = frozenset()  # (most runs: one empty set, not one each)
