@@ -18,7 +18,7 @@ from sitegen.errors import Problem
 from sitegen.fileio import sha256_file
 from sitegen.ingest import READERS
 from sitegen.ingest.checks import scalar_problems
-from sitegen.model import ChartLine, HParamValue, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, merge_parts
+from sitegen.model import ChartLine, HParamValue, ReadOptions, RunData, RunSource, Series, SiteRun, SourceFile, by_position, merge_parts
 from sitegen.pages import compare
 from sitegen.pages.assets import Assets
 from sitegen.pages.comparepage import compare_files
@@ -71,6 +71,8 @@ class RunResult:
     digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the cache (the run's points are read from there)
+
+    __reduce__ = by_position
 
 
 def read_source(source: RunSource, options: ReadOptions, cache: Path | None) -> RunData:

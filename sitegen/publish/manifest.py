@@ -77,8 +77,7 @@ def make_from_hashes(
     """The manifest from ``{path: (sha256, size)}`` of every file written; ``runs`` records each
     run page's input key so the next build can reuse unchanged pages, ``site_key`` the key of all
     the inputs, so the next build of the same inputs can keep this one."""
-    site = {rel: {"sha256": digest, "size": size} for rel, (digest, size) in hashes.items() if rel != MANIFEST}
-    logs: dict[str, Any] = {}
+    logs: dict[str, tuple[str, int, int]] = {}
     resolved = str(Path(archive).resolve()).rstrip("/") + "/"
     for sf in sources:
         rel = _archive_rel(sf.path, archive, resolved)
@@ -89,25 +88,72 @@ def make_from_hashes(
         except OSError as exc:
             log.warning("%s: cannot hash for the manifest: %s", sf.path, exc.strerror or exc)
             digest, n = "", 0
-        logs[rel] = {"sha256": digest, "size": n, "decoded": [0, int(sf.decoded_bytes)]}
-    doc: dict[str, Any] = {"format": FORMAT, "generator": "sitegen", "version": __version__, "files": site, "sources": logs}
+        logs[rel] = (digest, n, int(sf.decoded_bytes))
+    head: dict[str, Any] = {"format": FORMAT, "generator": "sitegen", "version": __version__}
     if runs:
-        doc["runs"] = dict(sorted(runs.items()))
+        head["runs"] = runs
     if site_key:
-        doc["site"] = site_key
+        head["site"] = site_key
     if source_date_epoch is not None:
-        doc["source_date_epoch"] = int(source_date_epoch)
-        doc["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dump(doc)
+        head["source_date_epoch"] = int(source_date_epoch)
+        head["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dump_entries(head, {rel: h for rel, h in hashes.items() if rel != MANIFEST}, logs)
 
 
 def dump(doc: dict[str, Any]) -> bytes:
-    """The manifest's bytes: sorted keys, ASCII, and each file on a line of its own (readable,
-    and a diff of two builds shows their files). The C encoder and a line break after every
-    object that ends a member (``},"`` never occurs inside a JSON string, whose quotes are
-    escaped): ``indent`` would run the pure-Python encoder."""
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return (text.replace('},"', '},\n"') + "\n").encode("ascii")
+    """The manifest's bytes: sorted keys, ASCII, the C encoder, and a line of its own for each
+    entry of a member whose entries are objects (``files``, ``sources``) and for the member
+    after such one: readable, and a diff of two builds shows their files."""
+    out = bytearray(b"{")
+    for key in sorted(doc):
+        value = doc[key]
+        if len(out) > 1:
+            out += _NEXT[out.endswith(b"}")]
+        out += _quoted(key).encode("ascii") + b":"
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            out += b"{" + b",\n".join(_quoted(k).encode("ascii") + b":" + _canonical(v) for k, v in sorted(value.items())) + b"}"
+        else:
+            out += _canonical(value)
+    return bytes(out + b"}\n")
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+_quoted = json.encoder.encode_basestring_ascii  # (a str as json.dumps writes it with ensure_ascii)
+_NEXT = (b",", b",\n")  # between members or entries: after an object, a line break too
+
+
+def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> bytes:
+    """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size) and
+    ``sources`` (path: sha256, size, bytes decoded), written entry by entry: a manifest of
+    100,000 runs has half a million entries, and as one object of objects, then its text, then
+    that text with line breaks, it was the largest thing a build held."""
+    out = bytearray(b"{")
+    for key in sorted([*head, "files", "sources"]):
+        if len(out) > 1:
+            out += _NEXT[out.endswith(b"}")]
+        out += _quoted(key).encode("ascii") + b":"
+        if key == "files":
+            out += b"{"
+            for i, rel in enumerate(sorted(files)):
+                digest, size = files[rel]
+                if i:
+                    out += b",\n"
+                out += f'{_quoted(rel)}:{{"sha256":{_quoted(digest)},"size":{int(size)}}}'.encode("ascii")
+            out += b"}"
+        elif key == "sources":
+            out += b"{"
+            for i, rel in enumerate(sorted(sources)):
+                digest, size, decoded = sources[rel]
+                if i:
+                    out += b",\n"
+                out += f'{_quoted(rel)}:{{"decoded":[0,{int(decoded)}],"sha256":{_quoted(digest)},"size":{int(size)}}}'.encode("ascii")
+            out += b"}"
+        else:
+            out += _canonical(head[key])
+    return bytes(out + b"}\n")
 
 
 def read_live(build: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """manifest.json: deterministic builds, and ``sitegen verify`` catching every kind of change."""
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def test_same_source_date_epoch_gives_byte_identical_sites(tmp_path, cache_dir):
     assert a["manifest.json"] == manifest.dump(doc)
     lines = a["manifest.json"].decode("ascii").splitlines()
     assert all(line.count('"sha256":') <= 1 for line in lines) and len(lines) >= len(doc["files"]) + len(doc["sources"])
-    odd = {"files": {'a},"b/{"x":1},"': {"sha256": "0", "size": 1}, "c": {"size": 2}}, "note": 'q"},"\u2028'}
+    odd = {"files": {'a},"b/{"x":1},"': {"sha256": "0", "size": 1}, "c},": {"size": 2}}, "note": 'q"},"\u2028', "z},": {}}
     assert json.loads(manifest.dump(odd)) == odd
 
 
@@ -115,3 +116,30 @@ def test_verify_without_manifest_is_a_usage_error(tmp_path):
     (tmp_path / "index.html").write_text("x")
     r = run_sitegen("verify", tmp_path)
     assert r.returncode == 2 and "manifest.json" in r.stderr
+
+
+def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes():
+    """``dump_entries`` writes the files and sources one by one; the bytes must be what
+    ``dump`` makes of the whole document, for any name (quotes, ``},"``, a name ending in ``},``,
+    non-ASCII, controls), and that must be the document."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "/", '"', "}", ",", "\\", "\n", "\x00", "é", "日", "\U0001f600", "\ud800", " ", "{", "]"]
+
+    def name() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+
+    for round_ in range(40):
+        files = {name(): (rng.choice(["", "ab" * 32]), rng.randrange(0, 10**12)) for _ in range(rng.randrange(0, 30))}
+        sources = {name(): ("cd" * 32, rng.randrange(0, 10**9), rng.randrange(0, 10**9)) for _ in range(rng.randrange(0, 10))}
+        head: dict = {"format": 1, "generator": "sitegen", "version": "0.1.0"}
+        if round_ % 2:
+            head |= {"runs": {name(): name() for _ in range(5)}, "site": name(), "source_date_epoch": 1, "built": "1970-01-01T00:00:01Z"}
+        doc = {
+            **head,
+            "files": {rel: {"sha256": d, "size": n} for rel, (d, n) in files.items()},
+            "sources": {rel: {"sha256": d, "size": n, "decoded": [0, k]} for rel, (d, n, k) in sources.items()},
+        }
+        assert manifest.dump_entries(head, files, sources) == manifest.dump(doc)
+        assert json.loads(manifest.dump(doc)) == doc
