@@ -12,6 +12,7 @@ import json
 import math
 import operator
 import re
+import sys
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,11 +483,19 @@ class Packed:
 class ChartLine:
     """One drawn line of a scalar chart: a tag of the run or of one of its sub-runs."""
 
-    __reduce__ = by_position
-
     tag: str  # the chart this line belongs to
     label: str  # "" for the run's own series, else the sub-run's key (add_scalars)
     series: "Series"
+
+    def __reduce__(self) -> tuple:
+        """Loaded with its tag and label interned: thousands of runs share a few tags, and a
+        build holds a line per tag of every run."""
+        return chart_line, (self.tag, self.label, self.series)
+
+
+def chart_line(tag: str, label: str, series: Series) -> ChartLine:
+    """A chart line whose tag and label are the interned strings (see :meth:`ChartLine.__reduce__`)."""
+    return ChartLine(sys.intern(tag), sys.intern(label), series)
 
 
 @dataclass(frozen=True)

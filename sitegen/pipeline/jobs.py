@@ -5,9 +5,10 @@ the decode cache, so it can run here or in any worker, once or twice."""
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from sitegen.cache import keys as cache_keys
 from sitegen.cache import summary
@@ -72,7 +73,19 @@ class RunResult:
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the cache (the run's points are read from there)
 
-    __reduce__ = by_position
+    def __reduce__(self) -> tuple:
+        """Its fields in order (:func:`sitegen.model.by_position`), loaded with the hyperparameter
+        names interned: a sweep's runs share them, and the build holds every run's."""
+        return _loaded_result, by_position(self)[1]
+
+
+def _loaded_result(run: SiteRun, hparams: dict[str, HParamValue], *rest: Any) -> RunResult:
+    return RunResult(run, shared_names(hparams), *rest)
+
+
+def shared_names(values: dict[str, HParamValue]) -> dict[str, HParamValue]:
+    """``values`` with its names interned (see :meth:`RunResult.__reduce__`)."""
+    return {sys.intern(k): v for k, v in values.items()}
 
 
 def read_source(source: RunSource, options: ReadOptions, cache: Path | None) -> RunData:
@@ -148,7 +161,7 @@ def reuse_run(store: Store, key: str, family: Sequence[RunSource] = ()) -> tuple
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)
         return None
-    return RunResult(run, hp, {}, problems, sources, digests, stored=True), pages
+    return RunResult(run, shared_names(hp), {}, problems, sources, digests, stored=True), pages
 
 
 def light(run: SiteRun) -> SiteRun:
