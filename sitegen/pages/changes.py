@@ -25,10 +25,12 @@ def empty(doc: dict) -> bool:
     return not any(doc["changes"][k] for k in KINDS)
 
 
-def dumps(doc: dict) -> bytes:
+def dumps(doc: dict, default: Callable[[Any], Any] | None = None) -> bytes:
     """``changes.json``'s bytes: compact, one line (json's indenting encoder is pure Python and
-    cost a tenth of a rebuild of 2,000 runs; ``changes.md`` is the file for people)."""
-    return (json.dumps(doc, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n").encode("utf-8")
+    cost a tenth of a rebuild of 2,000 runs; ``changes.md`` is the file for people).
+    ``default``: the JSON form of an object json does not know (the runs' states)."""
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":"), default=default)
+    return (text + "\n").encode("utf-8")
 
 
 def run_link(slug: str) -> str:

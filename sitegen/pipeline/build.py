@@ -83,7 +83,12 @@ class BuildResult:
     runs: int
     files: int
     problems: list[Problem] = field(default_factory=list)
-    changes: dict | None = None  # changes.json of the new build; None: the live build was kept
+    news: dict | None = field(default=None, repr=False)  # changes.json of the new build, its runs' states as RunState
+
+    @property
+    def changes(self) -> dict | None:
+        """``changes.json`` of the new build, as written; None: the live build was kept."""
+        return None if self.news is None else {**self.news, "runs": [changes.to_json(s) for s in self.news["runs"]]}
 
 
 def build(archive: Path | str, out: Path | str, options: BuildOptions | None = None) -> BuildResult:
@@ -204,7 +209,7 @@ def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
         if plan.previous.get("trends/" + g.slug) == key and _link_folder(stage, f"trends/{g.slug}/"):
             continue
         if by_name is None:
-            by_name = {s.name: s for s in map(changes.from_json, news["runs"]) if s is not None}
+            by_name = {s.name: s for s in news["runs"]}
         members = [by_name[r.name] for r in g.runs if r.name in by_name]
         found = [t for t in (trends.trend(m, members) for m in news["metrics"]) if t.runs]
         by_commit = [trends.commit_trend(t.metric, members) for t in found]
@@ -219,7 +224,7 @@ def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
 def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
     """``changes.json``, ``changes.md``, the Atom feed ``feed.xml`` and ``gates.js`` (the gates'
     results, for the run pages)."""
-    stage.write("changes.json", changes_page.dumps(news))
+    stage.write("changes.json", changes_page.dumps(news, default=changes.to_json))
     stage.write("gates.js", changes_page.gates_script(news))
     md = changes_page.markdown(news, translator(plan.config.language), base_url=plan.config.base_url)
     stage.write("changes.md", md.encode("utf-8"))
