@@ -97,7 +97,7 @@ def make_from_hashes(
     if source_date_epoch is not None:
         head["source_date_epoch"] = int(source_date_epoch)
         head["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dump_entries(head, {rel: h for rel, h in hashes.items() if rel != MANIFEST}, logs)
+    return dump_entries(head, hashes, logs)
 
 
 def dump(doc: dict[str, Any]) -> bytes:
@@ -126,8 +126,8 @@ _NEXT = (b",", b",\n")  # between members or entries: after an object, a line br
 
 
 def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> bytes:
-    """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size) and
-    ``sources`` (path: sha256, size, bytes decoded), written entry by entry: a manifest of
+    """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size; the
+    manifest itself left out) and ``sources`` (path: sha256, size, bytes decoded), written entry by entry: a manifest of
     100,000 runs has half a million entries, and as one object of objects, then its text, then
     that text with line breaks, it was the largest thing a build held."""
     out = bytearray(b"{")
@@ -137,10 +137,14 @@ def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], source
         out += _quoted(key).encode("ascii") + b":"
         if key == "files":
             out += b"{"
-            for i, rel in enumerate(sorted(files)):
+            first = True
+            for rel in sorted(files):
+                if rel == MANIFEST:
+                    continue
                 digest, size = files[rel]
-                if i:
+                if not first:
                     out += b",\n"
+                first = False
                 out += f'{_quoted(rel)}:{{"sha256":{_quoted(digest)},"size":{int(size)}}}'.encode("ascii")
             out += b"}"
         elif key == "sources":

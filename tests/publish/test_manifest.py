@@ -136,9 +136,11 @@ def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes(
         head: dict = {"format": 1, "generator": "sitegen", "version": "0.1.0"}
         if round_ % 2:
             head |= {"runs": {name(): name() for _ in range(5)}, "site": name(), "source_date_epoch": 1, "built": "1970-01-01T00:00:01Z"}
+        if round_ % 3 == 0:
+            files[manifest.MANIFEST] = ("ef" * 32, 1)  # (the manifest does not list itself)
         doc = {
             **head,
-            "files": {rel: {"sha256": d, "size": n} for rel, (d, n) in files.items()},
+            "files": {rel: {"sha256": d, "size": n} for rel, (d, n) in files.items() if rel != manifest.MANIFEST},
             "sources": {rel: {"sha256": d, "size": n, "decoded": [0, k]} for rel, (d, n, k) in sources.items()},
         }
         assert manifest.dump_entries(head, files, sources) == manifest.dump(doc)
