@@ -425,8 +425,6 @@ _STATS_FIELDS = operator.attrgetter(*Stats.__slots__)
 class Series:
     """A chart-ready series: the chosen points (sorted by step) and the exact stats."""
 
-    __reduce__ = by_position
-
     step: np.ndarray
     wall_time: np.ndarray
     value: np.ndarray
@@ -435,6 +433,22 @@ class Series:
     #: for comparison lines: bit k set when the point is drawn at ``compare.LEVELS[k]`` points
     #: (chosen once, when the run is drawn)
     levels: np.ndarray | None = None
+
+    def __reduce__(self) -> tuple:
+        """Its fields in order; loaded, a series without points shares :data:`NO_STEPS` and
+        :data:`NO_VALUES` (a kept run's lines have statistics only: one line per tag of every run)."""
+        return _loaded_series, by_position(self)[1]
+
+
+#: the points of a series that has none (shared: never written to)
+NO_STEPS = np.zeros(0, np.int64)
+NO_VALUES = np.zeros(0, np.float64)
+
+
+def _loaded_series(step: np.ndarray, wall_time: np.ndarray, value: np.ndarray, *rest: Any) -> Series:
+    if not len(step) and step.dtype == NO_STEPS.dtype and wall_time.dtype == value.dtype == NO_VALUES.dtype:
+        step, wall_time, value = NO_STEPS, NO_VALUES, NO_VALUES
+    return Series(step, wall_time, value, *rest)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 import zlib
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +255,8 @@ def encode(key: dict, state: dict, run: RunData, path: Path, st: os.stat_result)
         "hparams": run.hparams,
         "hparam_metrics": run.hparam_metrics,
         "meta": run.meta,
-        "artifacts": [vars(a) for a in run.artifacts],
-        "problems": [vars(p) for p in run.problems],
+        "artifacts": [asdict(a) for a in run.artifacts],
+        "problems": [asdict(p) for p in run.problems],
         "restarts": run.restarts,
     }
     text = json.dumps(header).encode("utf-8", "surrogatepass")  # table offsets: from the end of the header

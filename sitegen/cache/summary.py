@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.model import ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, chart_line, path_in
+from sitegen.model import NO_STEPS, NO_VALUES, ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, chart_line, path_in
 
 
 def to_doc(
@@ -81,13 +81,9 @@ def to_doc(
     return doc, table
 
 
-_NONE_I = np.zeros(0, np.int64)
-_NONE_F = np.zeros(0, np.float64)
-
-
 def _stats_line(tag: str, label: str, stats: Stats, thinned: bool) -> ChartLine:
     """A chart line with its statistics and no points (they wait in the store)."""
-    return chart_line(tag, label, Series(_NONE_I, _NONE_F, _NONE_F, stats, thinned))
+    return chart_line(tag, label, Series(NO_STEPS, NO_VALUES, NO_VALUES, stats, thinned))
 
 
 def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, dict, list[str], list[Problem], list[SourceFile]]:
