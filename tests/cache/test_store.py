@@ -187,7 +187,8 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     import pyarrow as pa
 
     from sitegen.cache.entries import _narrow, _widen
-    from sitegen.model import RUN_SCALARS_SCHEMA, SourceFile
+    from sitegen.errors import Problem
+    from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, SourceFile
 
     rng = np.random.default_rng(7)
     n = 3000
@@ -211,7 +212,8 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     # and through an entry on disk
     log = tmp_path / "events.out.tfevents.1.x"
     log.write_bytes(b"")
-    run = RunData(name="", format="tfevents", scalars=table, files=[SourceFile(log, 0, 0)])
+    artifacts, problems = [Artifact("model.pt", 12, "ab" * 32)], [Problem(str(log), 7, "bad-record", "cut")]
+    run = RunData(name="", format="tfevents", scalars=table, files=[SourceFile(log, 0, 0)], artifacts=artifacts, problems=problems)
     store = Store(tmp_path / "cache")
     store._save(store._entry_path(log), {"k": 1}, {"end": 0}, run, log, log.stat())
     from sitegen.cache import entries
@@ -219,6 +221,7 @@ def test_cached_scalars_round_trip_bit_for_bit(tmp_path, case):
     header, body = entries.read_header(store._entry_path(log))
     got = entries.load(store._entry_path(log), header, body)
     assert got is not None and got.scalars.column("tag").to_pylist() == tags
+    assert (got.artifacts, got.problems) == (artifacts, problems)
     assert np.array_equal(got.scalars.column("value").to_numpy().view(np.uint64), value.view(np.uint64))
 
 
