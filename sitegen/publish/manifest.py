@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from sitegen import __version__
 from sitegen.errors import SitegenError
@@ -104,16 +104,50 @@ def dump(doc: dict[str, Any]) -> bytes:
     """The manifest's bytes: sorted keys, ASCII, the C encoder, and a line of its own for each
     entry of a member whose entries are objects (``files``, ``sources``) and for the member
     after such one: readable, and a diff of two builds shows their files."""
-    out = bytearray(b"{")
-    for key in sorted(doc):
-        value = doc[key]
-        if len(out) > 1:
-            out += _NEXT[out.endswith(b"}")]
-        out += _quoted(key).encode("ascii") + b":"
+    members: dict[str, bytes | Iterator[bytes]] = {}
+    for key, value in doc.items():
         if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-            out += b"{" + b",\n".join(_quoted(k).encode("ascii") + b":" + _canonical(v) for k, v in sorted(value.items())) + b"}"
+            members[key] = (_quoted(k).encode("ascii") + b":" + _canonical(v) for k, v in sorted(value.items()))
         else:
-            out += _canonical(value)
+            members[key] = _canonical(value)
+    return _write(members)
+
+
+def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> bytes:
+    """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size; the
+    manifest itself left out) and ``sources`` (path: sha256, size, bytes decoded), written entry
+    by entry: a manifest of 100,000 runs has half a million entries, and as one object of
+    objects, then its text, then that text with line breaks, it was the largest thing a build held."""
+    site = (
+        f'{_quoted(rel)}:{{"sha256":{_quoted(files[rel][0])},"size":{int(files[rel][1])}}}'.encode("ascii")
+        for rel in sorted(files)
+        if rel != MANIFEST
+    )
+    logs = (
+        f'{_quoted(rel)}:{{"decoded":[0,{int(k)}],"sha256":{_quoted(d)},"size":{int(n)}}}'.encode("ascii")
+        for rel, (d, n, k) in sorted(sources.items())
+    )
+    return _write({**{key: _canonical(v) for key, v in head.items()}, "files": site, "sources": logs})
+
+
+def _write(members: dict[str, bytes | Iterator[bytes]]) -> bytes:
+    """An object of ``members`` in key order: a member's JSON text, or its entries (``"name":value``)
+    each on a line of its own; after an object, the next member on a line of its own too."""
+    out = bytearray(b"{")
+    for key in sorted(members):
+        value = members[key]
+        if len(out) > 1:
+            out += b",\n" if out.endswith(b"}") else b","
+        out += _quoted(key).encode("ascii") + b":"
+        if isinstance(value, bytes):
+            out += value
+            continue
+        out += b"{"
+        for i, entry in enumerate(value):
+            if i:
+                out += b",\n"
+            out += entry
+        out += b"}"
     return bytes(out + b"}\n")
 
 
@@ -122,42 +156,6 @@ def _canonical(value: Any) -> bytes:
 
 
 _quoted = json.encoder.encode_basestring_ascii  # (a str as json.dumps writes it with ensure_ascii)
-_NEXT = (b",", b",\n")  # between members or entries: after an object, a line break too
-
-
-def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> bytes:
-    """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size; the
-    manifest itself left out) and ``sources`` (path: sha256, size, bytes decoded), written entry by entry: a manifest of
-    100,000 runs has half a million entries, and as one object of objects, then its text, then
-    that text with line breaks, it was the largest thing a build held."""
-    out = bytearray(b"{")
-    for key in sorted([*head, "files", "sources"]):
-        if len(out) > 1:
-            out += _NEXT[out.endswith(b"}")]
-        out += _quoted(key).encode("ascii") + b":"
-        if key == "files":
-            out += b"{"
-            first = True
-            for rel in sorted(files):
-                if rel == MANIFEST:
-                    continue
-                digest, size = files[rel]
-                if not first:
-                    out += b",\n"
-                first = False
-                out += f'{_quoted(rel)}:{{"sha256":{_quoted(digest)},"size":{int(size)}}}'.encode("ascii")
-            out += b"}"
-        elif key == "sources":
-            out += b"{"
-            for i, rel in enumerate(sorted(sources)):
-                digest, size, decoded = sources[rel]
-                if i:
-                    out += b",\n"
-                out += f'{_quoted(rel)}:{{"decoded":[0,{int(decoded)}],"sha256":{_quoted(digest)},"size":{int(size)}}}'.encode("ascii")
-            out += b"}"
-        else:
-            out += _canonical(head[key])
-    return bytes(out + b"}\n")
 
 
 def read_live(build: Path) -> dict[str, Any]:
