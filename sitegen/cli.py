@@ -182,7 +182,7 @@ def _build_held(args: argparse.Namespace, config: Config) -> int:
     finally:
         progress.done()
     if stamp is not None and cache is not None:
-        stamps.write(args.out, cache, stamp)
+        stamps.write(args.out, cache, stamp, folders=result.folders, runs=result.runs, files=result.files)
     return _gated(args, config, result.changes, _built(args, result.runs, result.files, result.out, result.problems))
 
 

@@ -40,7 +40,7 @@ from sitegen.pipeline.plan import Plan, make_plan
 from sitegen.pipeline.readahead import ReadAhead
 from sitegen.prepare import changes, gates, trends
 from sitegen.publish import manifest
-from sitegen.publish.live import PAGE_KEYS, whole
+from sitegen.publish.live import PAGE_KEYS, folders, whole
 from sitegen.publish.staging import Staging, tidy
 from sitegen.resources import default_cache_dir
 from sitegen.tools.remote import Localized, local_cache_dir, localize
@@ -84,6 +84,7 @@ class BuildResult:
     files: int
     problems: list[Problem] = field(default_factory=list)
     news: dict | None = field(default=None, repr=False)  # changes.json of the new build, its runs' states as RunState
+    folders: list[str] = field(default_factory=list, repr=False)  # the live build's folders (relative), for its seal
 
     @property
     def changes(self) -> dict | None:
@@ -110,7 +111,7 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         step("unchanged", 4, 4)
         tidy(plan.out, options.keep)
         local.push()
-        return BuildResult(plan.out, live.runs, live.files, live.problems)
+        return BuildResult(plan.out, live.runs, live.files, live.problems, folders=folders(live.doc["files"]))
     with options.executor or LocalPool() as executor, Staging(plan.out, keep=options.keep, durable=options.durable) as stage:
         write_assets(plan, stage)
         reuse_runs(plan, stage)
@@ -127,7 +128,7 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         problems = write_report_and_manifest(plan, stage, {**pages.keys, **trend_keys})
         stage.commit()
     local.push()
-    return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news)
+    return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news, folders(stage.hashes))
 
 
 def write_assets(plan: Plan, stage: Staging) -> None:

@@ -4,8 +4,8 @@ before anything heavy is imported.
 A stamp hashes what the site depends on that ``stat`` can see: every folder and file below the
 archive (type, size, mtime, inode, as ``make`` and ``rsync`` trust them), the config file's bytes,
 the options, sitegen's code and templates, the Python and the packages that draw the pages. When
-the stamp the last build left for this output is the same and the live build is still whole,
-nothing is done. Anything else takes the normal build, whose run keys decide what is redrawn.
+the stamp the last build left for this output is the same and the live build's folders are as
+that build left them, nothing is done. Anything else takes the normal build, whose run keys decide what is redrawn.
 Standard library only: the command line imports this before numpy and pyarrow. The command line
 asks it while holding the site's and the cache's locks (:mod:`sitegen.pipeline.locks`), so it
 never reads a live build or stamp that another build is in the middle of replacing.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sitegen import __version__
 from sitegen.cache import stamps
-from sitegen.publish.live import Live, whole
+from sitegen.publish.live import Live, folders, reported, seal, whole
 from sitegen.publish.staging import live_build
 from sitegen.resources import file_stamp, package_stamp, stat_line, templates_dir
 
@@ -101,16 +101,43 @@ def _walk(archive: Path, h) -> None:
 
 
 def unchanged(out: Path, cache: Path, stamp: str | None) -> Live | None:
-    """The live build, when the last build left this very stamp for it and it is still whole."""
+    """The live build, when the last build left this very stamp for it and its folders are as
+    that build left them (:func:`~sitegen.publish.live.seal`: a stat a folder, not a file).
+    After a restart (a power cut may have left written files empty) or where the restart cannot
+    be told, every file's size is checked instead, and the build sealed again."""
     doc = stamps.get(cache, out) if stamp is not None else None
     live = live_build(Path(out))
     if not isinstance(doc, dict) or doc.get("stamp") != stamp or live is None or doc.get("build") != live.name:
         return None
-    return whole(Path(out))
+    boot = _boot()
+    if boot is None or doc.get("boot") != boot:
+        got = whole(Path(out))
+        if got is not None:
+            write(out, cache, stamp, folders=folders(got.doc["files"]), runs=got.runs, files=got.files)
+        return got
+    try:
+        names, runs, files = doc["folders"], doc["runs"], doc["files"]
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)) or seal(live, names) != doc["seal"]:
+            return None
+        return Live(live, {}, int(runs), int(files), reported(live))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
-def write(out: Path, cache: Path, stamp: str | None) -> None:
-    """Record ``stamp`` for the build ``out`` now points at (after a successful build)."""
+def write(out: Path, cache: Path, stamp: str | None, *, folders: list[str], runs: int, files: int) -> None:
+    """Record ``stamp`` for the build ``out`` now points at (after a successful build), with its
+    ``folders`` (relative), their seal, its counts of runs and files, and this boot's id."""
     live = live_build(Path(out))
-    if stamp is not None and live is not None:
-        stamps.put(cache, out, {"stamp": stamp, "build": live.name, "out": str(Path(out).absolute())})
+    sealed = seal(live, folders) if live is not None else None
+    if stamp is not None and live is not None and sealed is not None:
+        doc = {"stamp": stamp, "build": live.name, "out": str(Path(out).absolute()), "runs": runs, "files": files}
+        stamps.put(cache, out, {**doc, "boot": _boot(), "seal": sealed, "folders": folders})
+
+
+def _boot() -> str | None:
+    """This boot of the machine (Linux), None where it cannot be told."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None

@@ -1,13 +1,16 @@
 """Where an output's builds live, which one is live, its manifest, and whether it is still whole
-(every file there, with the size its manifest gives); and the one check of a path inside a site."""
+(every file there, with the size its manifest gives; or, cheaper, its folders as it left them);
+and the one check of a path inside a site."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from sitegen.errors import Problem, SitegenError
 
@@ -101,13 +104,44 @@ def whole(out: Path, site_key: str | None = None) -> Live | None:
         for rel, entry in doc["files"].items():
             if os.stat(base + checked_relpath(rel)).st_size != entry["size"]:
                 return None
-        items = json.loads((live / "build-report.json").read_text("utf-8"))["items"]
-        problems = [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
         runs = sum(1 for k in doc.get("runs", {}) if not k.startswith(PAGE_KEYS))
         files = len(doc["files"]) + sum((live / n).exists() for n in (MANIFEST, MANIFEST + ".gz"))
+        return Live(live, doc, runs, files, reported(live))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, SitegenError):
         return None
-    return Live(live, doc, runs, files, problems)
+
+
+def reported(build: Path) -> list[Problem]:
+    """The problems a build reported (its ``build-report.json``). Raises OSError/ValueError/KeyError/TypeError."""
+    items = json.loads((build / "build-report.json").read_text("utf-8"))["items"]
+    return [Problem(i["path"], i["offset"], i["kind"], i["message"]) for i in items]
+
+
+def folders(files: Iterable[str]) -> list[str]:
+    """The folders of a build that hold ``files`` (paths relative to it), their parents and the
+    build itself (""), sorted."""
+    out = {""}
+    for rel in files:
+        head = rel.rpartition("/")[0]
+        while head and head not in out:
+            out.add(head)
+            head = head.rpartition("/")[0]
+    return sorted(out)
+
+
+def seal(build: Path, names: list[str]) -> str | None:
+    """What ``stat`` tells of a build's folders ``names``: a file added, removed or renamed in
+    one changes its folder's mtime, so a build whose seal did not change still has every file
+    it was written with (one stat a folder, not one a file). None: a folder is gone."""
+    base = os.fspath(build) + "/"
+    lines = []
+    try:
+        for rel in names:
+            st = os.stat(base + checked_relpath(rel) if rel else base)
+            lines.append(f"{rel}\0{st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns}\n")
+    except (OSError, SitegenError):
+        return None
+    return hashlib.sha256("".join(lines).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def read_changes(out: Path) -> dict | None:

@@ -2,7 +2,9 @@
 no numpy or pyarrow; and any change it cannot vouch for takes the normal path."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +59,7 @@ def test_problems_of_the_live_build_still_count_under_strict(archive: Path, tmp_
     assert build(archive, tmp_path, "--strict") == ("LIGHT", 1)
 
 
-@pytest.mark.parametrize("change", ["touch-log", "new-file", "config", "date", "damaged-site", "no-verify"])
+@pytest.mark.parametrize("change", ["touch-log", "new-file", "config", "date", "damaged-site", "lost-run-folder", "renamed-page", "no-verify"])
 def test_any_change_takes_the_normal_path(archive: Path, tmp_path: Path, change: str):
     config = tmp_path / "sitegen.toml"
     config.write_text('title = "one"\n')
@@ -76,10 +78,37 @@ def test_any_change_takes_the_normal_path(archive: Path, tmp_path: Path, change:
         env = {"SOURCE_DATE_EPOCH": "1700000000"}
     elif change == "damaged-site":
         next((tmp_path / "site").resolve().glob("runs/*/scalars.js")).unlink()
+    elif change == "lost-run-folder":
+        shutil.rmtree(next((tmp_path / "site").resolve().glob("runs/*/")))
+    elif change == "renamed-page":
+        page = next((tmp_path / "site").resolve().glob("compare/*/index.html"))
+        page.rename(page.with_name("index.html~"))
     elif change == "no-verify":
         extra.append("--no-verify")
     live = (tmp_path / "site").resolve()
     assert build(archive, tmp_path, *extra, env=env)[0] == "HEAVY"
-    if change in ("new-file", "config", "date", "damaged-site"):
+    if change in ("new-file", "config", "date", "damaged-site", "lost-run-folder", "renamed-page"):
         assert (tmp_path / "site").resolve() != live  # the site changed: a new build
     assert build(archive, tmp_path, *extra, env=env)[0] == "LIGHT"  # and then it is stamped again
+
+
+def _restamp(tmp_path: Path, **fields) -> None:
+    """Edit the stamp record the last build left (as if it was written in another boot)."""
+    (slot,) = (tmp_path / "cache" / "stamps").glob("*.json")
+    slot.write_text(json.dumps({**json.loads(slot.read_text()), **fields}))
+
+
+def test_after_a_restart_every_file_is_checked(archive: Path, tmp_path: Path):
+    """A power cut may leave files empty in folders that look untouched: a stamp from another
+    boot is trusted only once every file has its size (and is then sealed for this boot)."""
+    assert build(archive, tmp_path)[0] == "HEAVY"
+    _restamp(tmp_path, boot="another boot")
+    assert build(archive, tmp_path)[0] == "LIGHT"  # whole: kept, and sealed again
+    (slot,) = (tmp_path / "cache" / "stamps").glob("*.json")
+    assert json.loads(slot.read_text())["boot"] != "another boot"
+    live = (tmp_path / "site").resolve()
+    page = next(live.glob("runs/*/index.html"))
+    os.truncate(page, 0)  # in place: its folder does not change
+    _restamp(tmp_path, boot="another boot")
+    assert build(archive, tmp_path)[0] == "HEAVY"
+    assert (tmp_path / "site").resolve() != live and (tmp_path / "site" / page.relative_to(live)).stat().st_size > 0
