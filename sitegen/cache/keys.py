@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sitegen import __version__
+from sitegen.listing import Folder, Listing, Stat, stat_of, walk
 from sitegen.resources import templates_dir
 
 
@@ -26,25 +27,46 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _folder_listing(directory: Path, skip: frozenset, limit: int = 5000, stats: dict | None = None) -> list:
-    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params);
-    each file's stat also goes into ``stats`` by its path. Plain strings, not Path objects: every
-    build lists every run folder."""
-    out: list = []
+def _folder_listing(
+    directory: Path, skip: frozenset, limit: int = 5000, listing: Listing | None = None
+) -> tuple[list, dict[str, Stat | int]]:
+    """Names, sizes and mtimes below a run folder (notes, env files, artifacts, MLflow params),
+    symlinked folders not entered, with each file's stat by its path. From the archive's
+    ``listing`` when it holds the whole folder, else from a walk of its own."""
     top = os.fspath(directory)
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if Path(dirpath, d).resolve() not in skip)
-        for name in sorted(filenames):
+    folders = _folders(listing, top, skip) if listing is not None else None
+    if folders is None:
+        own = walk(top, follow=False)
+        folders = _folders(own, top, skip) or []
+    out: list = []
+    stats: dict[str, Stat | int] = {}
+    for dirpath, folder in folders:
+        for name, st in folder.files.items():
             full = os.path.join(dirpath, name)
-            try:
-                st = os.stat(full)
-            except OSError:
+            stats[full] = st
+            if isinstance(st, int):
                 continue
-            if stats is not None:
-                stats[full] = st
-            out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+            out.append([full[len(top) :].lstrip(os.sep).replace(os.sep, "/"), st.size, st.mtime_ns, st.ctime_ns])
             if len(out) >= limit:
-                return out
+                return out, stats
+    return out, stats
+
+
+def _folders(listing: Listing, top: str, skip: frozenset = frozenset()) -> list[tuple[str, Folder]] | None:
+    """The folders below ``top`` in the listing, depth first in name order, symlinked ones and
+    those resolving into ``skip`` left out; None when the listing lacks one of them."""
+    out = []
+    todo = [top]
+    while todo:
+        path = todo.pop()
+        folder = listing.get(path)
+        if folder is None or not folder.listed:
+            return None
+        out.append((path, folder))
+        subs = [d for d in folder.dirs if d not in folder.links]
+        if skip:
+            subs = [d for d in subs if Path(path, d).resolve() not in skip]
+        todo.extend(os.path.join(path, d) for d in reversed(subs))
     return out
 
 
@@ -54,26 +76,33 @@ def common_key(job: Any) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def run_key(job: Any, common: str | None = None) -> str:
+def run_key(job: Any, common: str | None = None, archive: Listing | None = None) -> str:
     """Everything a run's page depends on: code, config, options, its log files and its folder
     (``common``: :func:`common_key` of the build, computed once). Paths are absolute, so
     ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages. A log
     file's inode and ctime count too: a rewrite in place that keeps its size and mtime (rsync
-    ``--inplace``, a restore) still changes its ctime, which ``os.utime`` cannot set back."""
-    seen: dict[str, os.stat_result] = {}  # (the log files in the run's folder are stat-ed once, by the listing)
-    listing = _folder_listing(job.family[0].directory, job.nested_dirs, stats=seen)
+    ``--inplace``, a restore) still changes its ctime, which ``os.utime`` cannot set back.
+    ``archive``: the archive's walk, when the caller has it (no folder is listed twice)."""
+    listing, seen = _folder_listing(job.family[0].directory, job.nested_dirs, listing=archive)
     fam = []
     for s in job.family:
         files = []
         for f in s.files:
-            try:
-                st = seen.get(os.fspath(f)) or os.stat(f)
-                files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
-            except OSError:
+            path = os.fspath(f)
+            st = seen.get(path) or _listed_stat(archive, path) or stat_of(path)
+            if isinstance(st, int):
                 files.append([os.path.abspath(f), -1, -1])
+            else:
+                files.append([os.path.abspath(f), st.size, st.mtime_ns, st.ino, st.ctime_ns])
         fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
     doc = [common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam, listing]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _listed_stat(listing: Listing | None, path: str) -> Stat | int | None:
+    """A file's stat from the listing of its folder, if there is one."""
+    folder = listing.get(os.path.dirname(path)) if listing is not None else None
+    return folder.files.get(os.path.basename(path)) if folder is not None and folder.listed else None
 
 
 def group_key(slug: str, member_keys: list[str], config: Any) -> str:

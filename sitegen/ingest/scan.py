@@ -19,6 +19,7 @@ from typing import Any, Callable
 from sitegen.errors import Problem, UsageError, shown
 from sitegen.fileio import OutsideRoots, outside, real_roots
 from sitegen.ingest import READERS
+from sitegen.listing import Folder, Listing, walk
 from sitegen.model import RunSource
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ def scan(
     patterns: dict[str, tuple[str, ...]] | None = None,
     problems: list[Problem] | None = None,
     roots: tuple[str, ...] = (),
+    listing: Listing | None = None,
 ) -> list[RunSource]:
     """All runs below ``archive`` in sorted name order, sub-runs pointing at their parent.
 
@@ -52,6 +54,8 @@ def scan(
     excluding a run also drops its sub-runs. ``patterns`` gives file-name globs to readers whose
     files are configurable (``{"tabular": ("*.csv",)}``). A folder or log file whose real path
     lies outside ``roots`` (default: the archive) is never entered or read: one problem each.
+    ``listing``: the archive's walk (:func:`sitegen.listing.walk` of ``archive``), when the
+    caller has it.
     """
     patterns = patterns or {}
     archive = Path(archive)
@@ -62,9 +66,6 @@ def scan(
     seen: set[tuple[int, int]] = set()
     found: list[RunSource] = []
 
-    def onerror(exc: OSError) -> None:
-        problems.append(Problem(str(exc.filename), None, "unreadable", f"cannot list: {exc.strerror}"))
-
     stores = [r for r in READERS.values() if hasattr(r, "is_store")]
     gatherers = [r for r in READERS.values() if hasattr(r, "gather")]
     hidden = {name for r in READERS.values() for name in getattr(r, "HIDDEN_FOLDERS", ())}
@@ -72,50 +73,58 @@ def scan(
     order = list(READERS.values())
     claimer = _Claimers(patterns)
     top = os.fspath(archive)
+    if listing is None:
+        listing = walk(top, roots)
     # plain strings until a run is found: the scan visits every folder of the archive, and
     # pathlib cost it more than the system calls
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True, onerror=onerror):
+    todo = [top]
+    while todo:
+        dirpath = todo.pop()
+        folder = listing.get(dirpath)
+        if folder is None:
+            continue
+        if folder.error:
+            problems.append(Problem(dirpath, None, "unreadable", f"cannot list: {os.strerror(folder.error)}"))
+            continue
         try:
-            st = os.lstat(dirpath)  # the stat itself, unless it is a link (then checked and followed)
-            if stat.S_ISLNK(st.st_mode):
-                st = os.stat(dirpath)
+            if folder.link:  # followed, once checked
                 _check(dirpath, roots)
         except OutsideRoots as exc:
             problems.append(exc.problem())
-            dirnames[:] = []
             continue
-        except OSError as exc:
-            onerror(exc)
-            dirnames[:] = []
-            continue
-        if (st.st_dev, st.st_ino) in seen:
+        if folder.key in seen:
             problems.append(Problem(dirpath, None, "symlink-loop", "directory already visited (symlink loop); skipped"))
-            dirnames[:] = []
             continue
-        seen.add((st.st_dev, st.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d in hidden)
+        seen.add(folder.key)
+        if not folder.listed:  # listed under a path this scan did not enter: list it here
+            listing.update(walk(dirpath, roots))
+            folder = listing[dirpath]
+        dirnames = [d for d in folder.dirs if not d.startswith(".") or d in hidden]
+        filenames = list(folder.files)
         for reader in unread:
             why = reader.unread(dirpath, filenames)
             if why:
                 problems.append(Problem(dirpath, None, "unsupported", why))
-        regular = _report_odd_entries(dirpath, filenames, dirnames, claimer, problems, roots)
-        store = next((r for r in stores if r.is_store(dirpath, dirnames)), None)
+        regular = _report_odd_entries(dirpath, folder, dirnames, claimer, problems, roots)
+        store = next((r for r in stores if r.is_store(dirpath, dirnames, listing=listing)), None)
         if store is not None:
             found.extend(_inside(store.discover(Path(dirpath), archive), roots, problems))
-            dirnames[:] = []
             continue
         taken: set[str] = set()
         own_name = False
+        remaining = filenames
         for reader in gatherers:
-            got = reader.gather(dirpath, [f for f in filenames if f not in taken], dirnames, archive, roots)
+            got = reader.gather(dirpath, remaining, dirnames, archive, roots)
             if got is not None:
                 runs, used = got
                 found.extend(runs)
                 taken |= used
+                remaining = [f for f in filenames if f not in taken]
                 here = Path(dirpath)
                 own_name = own_name or any(r.directory == here and r.name == _run_name(dirpath, top) for r in runs)
         if taken:
-            dirnames[:] = [d for d in dirnames if d not in taken]
+            dirnames = [d for d in dirnames if d not in taken]
+        todo.extend(os.path.join(dirpath, d) for d in reversed(dirnames))
         if not regular or own_name:
             continue  # a gathered run named after this folder: other logs here are its artifacts
         # the first reader in registry order that claims a file left here reads the folder
@@ -190,7 +199,7 @@ class _Claimers(dict):
 
 def _report_odd_entries(
     directory: str,
-    filenames: list[str],
+    folder: Folder,
     dirnames: list[str],
     claimer: _Claimers,
     problems: list[Problem],
@@ -199,36 +208,36 @@ def _report_odd_entries(
     """Entries named like log files that are not regular files (a directory, FIFO, socket or
     device; a dangling symlink or a symlink loop) are skipped with a problem, never opened:
     opening a FIFO would block the build. So is a symlink that leads outside ``roots``. Returns
-    the claimed names that are regular files, with the position of their first claimer (one stat each,
-    the only one the scan makes; hidden ones included, but never reported)."""
+    the claimed names that are regular files, with the position of their first claimer (from
+    the listing's stats; hidden ones included, but never reported)."""
     regular: dict[str, int] = {}
-    for name in sorted(filenames) + list(dirnames):
+    for name in [*folder.files, *dirnames]:
         first = claimer[name]
         if first is None:
             continue
         path = os.path.join(directory, name)
+        st = folder.files.get(name)
+        link = name in folder.links
+        if isinstance(st, int):
+            if name.startswith("."):
+                continue
+            if link:
+                kind, what = ("symlink-loop", "symlink loop") if st == errno.ELOOP else ("unreadable", "dangling symlink")
+            else:
+                kind, what = "unreadable", f"cannot stat: {os.strerror(st)}"
+            problems.append(Problem(path, None, kind, f"named like a log file but {what}; skipped"))
+            continue
         try:
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                st = os.stat(path)
+            if link:
                 _check(path, roots)
         except OutsideRoots as exc:
             if not name.startswith("."):
                 problems.append(exc.problem())
             continue
-        except OSError as exc:
-            if name.startswith("."):
-                continue
-            if os.path.islink(path):
-                kind, what = ("symlink-loop", "symlink loop") if exc.errno == errno.ELOOP else ("unreadable", "dangling symlink")
-            else:
-                kind, what = "unreadable", f"cannot stat: {exc.strerror or exc}"
-            problems.append(Problem(path, None, kind, f"named like a log file but {what}; skipped"))
-            continue
-        if stat.S_ISREG(st.st_mode):
+        if st is not None and stat.S_ISREG(st.mode):
             regular[name] = first
         elif not name.startswith("."):
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+            what = "a directory" if st is None else "a FIFO" if stat.S_ISFIFO(st.mode) else "not a regular file"
             problems.append(Problem(path, None, "not-a-file", f"named like a log file but {what}; skipped"))
     return regular
 

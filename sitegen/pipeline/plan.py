@@ -19,6 +19,7 @@ from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.fileio import real_roots
 from sitegen.ingest.scan import scan
+from sitegen.listing import walk
 from sitegen.model import ReadOptions, RunSource, slug
 from sitegen.pages.assets import Assets, assets
 from sitegen.pipeline.jobs import RunJob, RunResult
@@ -72,6 +73,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     store = Store(cache)
     problems: list[Problem] = []
     roots = real_roots(archive, config.archive.follow_symlinks_into)
+    listing = walk(os.fspath(Path(archive)), roots)  # the one walk of the archive: the scan's and the keys'
     sources = scan(
         archive,
         include=config.runs.include,
@@ -79,6 +81,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         patterns={"tabular": config.formats.metric_files},
         problems=problems,
         roots=roots,
+        listing=listing,
     )
     fams = families(sources)
     real = _realpaths([s.directory for s in sources])
@@ -95,7 +98,8 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], names), scan_problems) for f in fams]
     _distinct_slugs(jobs, problems)
     common = cache_keys.common_key(jobs[0]) if jobs else ""
-    keys = [cache_keys.run_key(j, common) for j in jobs]
+    keys = [cache_keys.run_key(j, common, listing) for j in jobs]
+    del listing
     return Plan(
         archive=archive,
         out=out,

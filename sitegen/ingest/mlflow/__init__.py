@@ -47,6 +47,7 @@ from sitegen.fileio import OutsideRoots, check_inside, sha256_file
 from sitegen.ingest.checks import scalar_problems
 from sitegen.ingest.files import problem, read_or_note, read_regular
 from sitegen.ingest.mlflow.metayaml import byte_offset, parse_meta_yaml
+from sitegen.listing import Listing
 from sitegen.model import RUN_SCALARS_SCHEMA, Artifact, ReadOptions, RunData, RunSource, SourceFile
 
 log = logging.getLogger(__name__)
@@ -151,10 +152,11 @@ def _is_run_dir(directory: Path) -> bool:
     return any((directory / sub).is_dir() for sub in ("metrics", "params", "artifacts"))
 
 
-def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
+def is_store(directory: Path, subdirs: list[str] | None = None, listing: Listing | None = None) -> bool:
     """A folder named ``mlruns``, or one holding an experiment folder (meta.yaml with
-    ``experiment_id`` and ``artifact_location``). ``subdirs``: the names of its folders, when
-    the caller (the archive scan) has listed them already."""
+    ``experiment_id`` and ``artifact_location``). ``subdirs``: the names of its folders, and
+    ``listing``: the archive's walk, when the caller (the archive scan) has them (then only
+    the folders listed with a meta.yaml are opened)."""
     if subdirs is None and not Path(directory).is_dir():
         return False
     top = os.fspath(directory)  # plain strings: the scan asks this of every folder of the archive
@@ -163,6 +165,9 @@ def is_store(directory: Path, subdirs: list[str] | None = None) -> bool:
     names = [p.name for p in _subdirs(Path(directory))] if subdirs is None else sorted(subdirs)
     for name in names:
         if name in RESERVED_ROOT_FOLDERS:
+            continue
+        sub = listing.get(os.path.join(top, name)) if listing is not None else None
+        if sub is not None and sub.listed and META not in sub.files:
             continue
         meta = _peek_meta(os.path.join(top, name, META))
         if "experiment_id" in meta and "artifact_location" in meta:
