@@ -4,6 +4,7 @@ page, and the data the page script searches, sorts, filters and pages: a small h
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -111,11 +112,24 @@ def index_files(
     return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes, live or set())
 
 
+def _varies(column: hpnames.HParamColumn, hps: list[dict[str, HParamValue]]) -> bool:
+    """Whether a hyperparameter takes two values (as shown) across the runs, which puts it in
+    the index; it stops at the second value instead of collecting every run's."""
+    first: str | None = None
+    for i, h in enumerate(hps):
+        v = text_value(column.value(h)) if column.has(h) else None
+        if i == 0:
+            first = v
+        elif v != first:
+            return True
+    return False
+
+
 def _index(env, runs, hps, groups, config, assets, common, problems, changes=None, live=frozenset()) -> dict[str, bytes]:
     """The experiment browser: a server-rendered first page, the data head and its shards for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
-    varying = [c for c in hpnames.columns(hps) if len({text_value(c.value(h)) if c.has(h) else None for h in hps}) > 1][:MAX_INDEX_HPARAMS]
+    varying = list(itertools.islice((c for c in hpnames.columns(hps) if _varies(c, hps)), MAX_INDEX_HPARAMS))
     lasts = [last_values(r) for r in runs]
     best = best_marks(runs, lasts, metrics)
     group_links = {g.name: f"compare/{g.slug}/index.html" for g in groups if g.key}
