@@ -52,7 +52,7 @@ TRASH_NAME = re.compile(r"^\.trash-(\d+)-.+$")
 NO_TWIN_NAMES = ("scalars.js",)  # a run's full scalars: loaded only when its CSV is asked for
 
 
-def needs_twin(rel: str, data: bytes) -> bool:
+def needs_twin(rel: str, data: bytes | bytearray) -> bool:
     return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)
 
 
@@ -65,7 +65,7 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fall
     _isal = None
 
 
-def gzip_twin(data: bytes) -> bytes:
+def gzip_twin(data: bytes | bytearray) -> bytes:
     """The deterministic ``.gz`` twin (gzip header time 0): ISA-L level 2 where installed, else
     zlib level 6, or level 1 for large files (mostly base64 page data, which level 6 hardly
     shrinks further)."""
@@ -90,7 +90,7 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
 FILE_MODE, DIR_MODE = 0o644, 0o755
 
 
-def _write_file(path: str, data: bytes) -> None:
+def _write_file(path: str, data: bytes | bytearray) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)  # (open's mode is masked by the umask)
@@ -339,7 +339,7 @@ class Writer:
         self.hashes[rel] = (digest, got)
         return True
 
-    def write(self, rel: str, data: bytes, *, twin: bytes | None = None) -> None:
+    def write(self, rel: str, data: bytes | bytearray, *, twin: bytes | None = None) -> None:
         """Write one file (and its ``.gz`` twin when it is a large text file; ``twin``: already
         compressed, e.g. by a worker process)."""
         digest = hashlib.sha256(data).hexdigest()
