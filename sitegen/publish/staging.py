@@ -75,11 +75,12 @@ def gzip_twin(data: bytes | bytearray) -> bytes:
 
 
 def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
-    """``{path: (sha256, size)}`` of a previous build's pages and assets, from its manifest."""
+    """``{path: (sha256, size)}`` of a previous build's pages and assets, from its manifest (the
+    build's last question to it: the parsed manifest is let go)."""
     if previous is None:
         return {}
     try:
-        data = read_manifest(previous)
+        data = read_manifest(previous, last=True)
         return {rel: (e["sha256"], int(e.get("size", -1))) for rel, e in data["files"].items() if isinstance(e, dict) and "sha256" in e}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
