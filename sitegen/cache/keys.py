@@ -76,13 +76,14 @@ def common_key(job: Any) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def run_key(job: Any, common: str | None = None, archive: Listing | None = None) -> str:
+def run_key(job: Any, common: str | None = None, archive: Listing | None = None, readers: list[str] | None = None) -> str:
     """Everything a run's page depends on: code, config, options, its log files and its folder
     (``common``: :func:`common_key` of the build, computed once). Paths are absolute, so
     ``sitegen build logs`` and ``sitegen build /abs/logs`` share their unchanged pages. A log
     file's inode and ctime count too: a rewrite in place that keeps its size and mtime (rsync
     ``--inplace``, a restore) still changes its ctime, which ``os.utime`` cannot set back.
-    ``archive``: the archive's walk, when the caller has it (no folder is listed twice)."""
+    ``archive``: the archive's walk, when the caller has it (no folder is listed twice);
+    ``readers``: the plug-in readers of the run's formats (their packages and versions)."""
     listing, seen = _folder_listing(job.family[0].directory, job.nested_dirs, listing=archive)
     fam = []
     for s in job.family:
@@ -96,6 +97,8 @@ def run_key(job: Any, common: str | None = None, archive: Listing | None = None)
                 files.append([os.path.abspath(f), st.size, st.mtime_ns, st.ino, st.ctime_ns])
         fam.append([s.name, s.format, os.path.abspath(s.directory), s.parent, files])
     doc = [common or common_key(job), sorted(str(d) for d in job.nested_dirs), fam, listing]
+    if readers:
+        doc.append(readers)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -22,17 +22,35 @@ scan reports the folder once (kind ``unsupported``) instead of passing over it i
 
 Store-like formats whose runs are whole folder trees (MLflow's ``mlruns/``) also provide
 ``is_store(directory) -> bool`` and ``discover(directory, archive) -> list[RunSource]``.
+
+Installed plug-in readers (:mod:`sitegen.ingest.plugins`, entry points ``sitegen.readers``) come
+after ours; :data:`PLUGIN_PROBLEMS` holds a line for each one that could not be used.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any
 
-from sitegen.ingest import clearml, comet, dvclive, hftrainer, keras, lightning, mlflow, neptune, tabular, tfevents, visualdl, wandb
+from sitegen.errors import Problem
+from sitegen.ingest import (
+    clearml,
+    comet,
+    dvclive,
+    hftrainer,
+    keras,
+    lightning,
+    mlflow,
+    neptune,
+    plugins,
+    tabular,
+    tfevents,
+    visualdl,
+    wandb,
+)
 
-#: format name -> reader module, in the order the scan asks them (first claim wins); each
-#: module's ``FORMAT`` is its key here (a test holds that)
-READERS: dict[str, ModuleType] = {
+#: format name -> reader module (or plug-in reader), in the order the scan asks them (first
+#: claim wins); each one's ``FORMAT`` is its key here (a test holds that)
+READERS: dict[str, Any] = {
     "tfevents": tfevents,
     "visualdl": visualdl,
     "mlflow": mlflow,
@@ -46,3 +64,10 @@ READERS: dict[str, ModuleType] = {
     "neptune": neptune,
     "tabular": tabular,
 }
+_plugins, _problems = plugins.load(READERS)
+READERS.update(_plugins)
+#: a line for each installed plug-in reader that could not be used (the scan reports them)
+PLUGIN_PROBLEMS: list[Problem] = _problems
+#: format -> the plug-in reader of it ("name = module (distribution version)"): the run keys of
+#: its runs count it, so upgrading it draws their pages again
+PLUGIN_ORIGINS: dict[str, str] = {f: r.origin for f, r in _plugins.items()}

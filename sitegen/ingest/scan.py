@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from sitegen.errors import Problem, UsageError, shown
 from sitegen.fileio import OutsideRoots, outside, real_roots
-from sitegen.ingest import READERS
+from sitegen.ingest import PLUGIN_PROBLEMS, READERS
 from sitegen.listing import Folder, Listing, walk
 from sitegen.model import RunSource
 
@@ -62,6 +62,7 @@ def scan(
     if not archive.is_dir():
         raise UsageError(f"{archive}: not a directory")
     problems = problems if problems is not None else []
+    problems.extend(PLUGIN_PROBLEMS)  # (plug-in readers that could not be used)
     roots = roots or real_roots(archive)
     seen: set[tuple[int, int]] = set()
     found: list[RunSource] = []

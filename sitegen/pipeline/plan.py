@@ -18,6 +18,7 @@ from sitegen.cache.store import Store
 from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.fileio import real_roots
+from sitegen.ingest import PLUGIN_ORIGINS
 from sitegen.ingest.scan import scan
 from sitegen.listing import walk
 from sitegen.model import ReadOptions, RunSource, slug
@@ -98,7 +99,10 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
     jobs = [RunJob(f, options, config, cache, site_assets.urls, _nested(real[f[0].directory], names), scan_problems) for f in fams]
     _distinct_slugs(jobs, problems)
     common = cache_keys.common_key(jobs[0]) if jobs else ""
-    keys = [cache_keys.run_key(j, common, listing) for j in jobs]
+    keys = [
+        cache_keys.run_key(j, common, listing, [PLUGIN_ORIGINS[f] for f in sorted({s.format for s in j.family}) if f in PLUGIN_ORIGINS])
+        for j in jobs
+    ]
     del listing
     return Plan(
         archive=archive,

@@ -3,7 +3,8 @@ before anything heavy is imported.
 
 A stamp hashes what the site depends on that ``stat`` can see: every folder and file below the
 archive (type, size, mtime, inode, as ``make`` and ``rsync`` trust them), the config file's bytes,
-the options, sitegen's code and templates, the Python and the packages that draw the pages. When
+the options, sitegen's code and templates, the Python and the packages that draw the pages, and
+which packages are installed (a plug-in reader may be one). When
 the stamp the last build left for this output is the same and the live build's folders are as
 that build left them, nothing is done. Anything else takes the normal build, whose run keys decide what is redrawn.
 Standard library only: the command line imports this before numpy and pyarrow. The command line
@@ -53,10 +54,24 @@ def inputs(archive: Path, options: dict, config: Path | None = None) -> str | No
                         h.update(file_stamp(os.path.join(dirpath, name)))
         for name in PACKAGES:
             h.update(package_stamp(name).encode("utf-8", "surrogatepass"))
+        h.update(_distributions())
         _walk(Path(archive), h)
     except (OSError, ValueError, ImportError):
         return None
     return h.hexdigest()
+
+
+def _distributions() -> bytes:
+    """The packages installed on the path, by their metadata folders' names (which hold their
+    versions): one added, upgraded or removed, a plug-in reader among them, changes the stamp."""
+    names: list[str] = []
+    for folder in sys.path:
+        try:
+            with os.scandir(folder or ".") as entries:
+                names += [e.name for e in entries if e.name.endswith((".dist-info", ".egg-info"))]
+        except OSError:
+            continue
+    return "\n".join(sorted(names)).encode("utf-8", "surrogatepass")
 
 
 def _walk(archive: Path, h) -> None:

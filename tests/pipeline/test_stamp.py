@@ -112,3 +112,17 @@ def test_after_a_restart_every_file_is_checked(archive: Path, tmp_path: Path):
     _restamp(tmp_path, boot="another boot")
     assert build(archive, tmp_path)[0] == "HEAVY"
     assert (tmp_path / "site").resolve() != live and (tmp_path / "site" / page.relative_to(live)).stat().st_size > 0
+
+
+def test_a_package_installed_takes_the_normal_path(archive: Path, tmp_path: Path):
+    """A plug-in reader installed since the last build may read files the last build skipped."""
+    pkgs = tmp_path / "pkgs"
+    pkgs.mkdir()
+    env = {"PYTHONPATH": os.pathsep.join([str(pkgs), child_env()["PYTHONPATH"]])}
+    assert build(archive, tmp_path, env=env)[0] == "HEAVY"
+    assert build(archive, tmp_path, env=env)[0] == "LIGHT"
+    meta = pkgs / "sitegen_reader_x-1.0.dist-info"  # what pip leaves on the path
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: sitegen-reader-x\nVersion: 1.0\n")
+    assert build(archive, tmp_path, env=env)[0] == "HEAVY"
+    assert build(archive, tmp_path, env=env)[0] == "LIGHT"
