@@ -95,7 +95,12 @@ def walk(top: str, roots: tuple[str, ...] = (), *, follow: bool = True) -> Listi
             try:
                 est = entry.stat()
             except OSError as exc:
-                folder.files[entry.name] = exc.errno or -1
+                code = exc.errno or -1
+                if not is_link and entry.is_dir():  # (its type from the listing: a path too long to stat)
+                    folder.dirs.append(entry.name)
+                    out[entry.path] = Folder(code, (0, 0), listed=True, error=code)
+                else:  # (a dangling link, a link loop)
+                    folder.files[entry.name] = code
                 continue
             if stat.S_ISDIR(est.st_mode):
                 folder.dirs.append(entry.name)
