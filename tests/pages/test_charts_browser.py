@@ -302,7 +302,10 @@ def test_zoom_applies_to_every_chart_and_double_click_resets(served):
     box = page.evaluate(PLOT, page.locator(".chart.overlay.drawn").first.element_handle())
     page.mouse.dblclick(box["x"] + box["w"] / 2, box["y"] + box["h"] / 2)
     page.wait_for_timeout(400)
-    assert [d["xd"] for d in page.evaluate(DRAWN)] == [d["xd"] for d in before]
+    # by tag: a chart may have been drawn since (charts are drawn as they near the screen)
+    after = {d["tag"]: d["xd"] for d in page.evaluate(DRAWN)}
+    assert {d["tag"]: after.get(d["tag"]) for d in before} == {d["tag"]: d["xd"] for d in before}
+    assert all(x != xd for x in after.values())  # and none is left zoomed
     served.clean()
 
 
