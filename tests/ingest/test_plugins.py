@@ -131,3 +131,23 @@ def test_without_the_package_the_format_is_not_read(tmp_path: Path):
     got = _python(tmp_path, "-c", "import sys, sitegen; print(sorted({r['run'] for r in sitegen.read_scalars(sys.argv[1]).to_pylist()}))", str(logs))
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "['team/tb-model/run3']"
+
+
+def test_hostile_strings_from_a_plugin_are_escaped(installed: Path, tmp_path: Path):
+    """A plug-in's run names and tags reach the pages as ours do: escaped everywhere."""
+    logs = tmp_path / "logs"
+    run = logs / "team" / '"><img src=x onerror="window.__xss=2">'
+    run.mkdir(parents=True)
+    tags = ("<script>window.__xss=1</script>", "</script><script>window.__xss=4</script>", "a\u2028b")
+    (run / "m.demo.tsv").write_text("".join(f"{t}\t{s}\t{s * 0.5}\n" for t in tags for s in range(3)), encoding="utf-8")
+    site = tmp_path / "site"
+    got = _python(installed, "-m", "sitegen", "build", str(logs), "--out", str(site), "--cache", str(tmp_path / "cache"), "--quiet")
+    assert got.returncode == 0, got.stderr
+    pages = [p for p in site.resolve().rglob("*") if p.suffix in (".html", ".js") and "assets" not in p.relative_to(site.resolve()).parts]
+    assert any(p.parent.parent.name == "runs" for p in pages)
+    assert sum("window.__xss=1" in p.read_text("utf-8") for p in pages) >= 2  # the tag reached the pages (escaped)
+    for p in pages:
+        text = p.read_text("utf-8").lower()
+        assert "<script>window.__xss" not in text and "<img src=x onerror" not in text, p
+        if p.suffix == ".js":
+            assert "\u2028" not in text and "</script" not in text, p
