@@ -27,11 +27,10 @@ class Stat(NamedTuple):
 
 @dataclass(slots=True)
 class Folder:
-    """A folder as its path reached it: its own stat (or the errno of that stat), whether the path
-    is a symlink, and, when it was listed, its sub-folders and its other entries (a file's stat
-    or the errno of the stat) in name order. ``error``: the errno of a listing that failed."""
+    """A folder as its path reached it: whether the path is a symlink, and, when it was listed,
+    its sub-folders and its other entries (a file's stat or the errno of the stat) in name
+    order. ``error``: the errno of a stat or listing that failed."""
 
-    stat: Stat | int
     key: tuple[int, int]  # (device, inode): the same folder reached by another path
     link: bool = False
     listed: bool = False
@@ -53,10 +52,6 @@ def stat_of(path: str) -> Stat | int:
     return Stat(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
-def is_regular(s: Stat | int | None) -> bool:
-    return isinstance(s, Stat) and stat.S_ISREG(s.mode)
-
-
 def walk(top: str, roots: tuple[str, ...] = (), *, follow: bool = True) -> Listing:
     """Every folder below ``top``, depth first in name order. Symlinked folders are entered when
     ``follow`` is set and their real path lies inside ``roots`` (when given). A folder is listed
@@ -69,13 +64,13 @@ def walk(top: str, roots: tuple[str, ...] = (), *, follow: bool = True) -> Listi
         st = os.stat(top)
         link = os.path.islink(top)
     except OSError as exc:
-        out[top] = Folder(exc.errno or -1, (0, 0))
+        out[top] = Folder((0, 0), error=exc.errno or -1)
         return out
     todo: list[tuple[str, os.stat_result, bool]] = [(top, st, link)]
     while todo:
         path, st, link = todo.pop()
         key = (st.st_dev, st.st_ino)
-        folder = out[path] = Folder(Stat(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns), key, link)
+        folder = out[path] = Folder(key, link)
         if key in done or (link and roots and outside(os.path.realpath(path), roots)):
             continue
         done.add(key)
@@ -98,7 +93,7 @@ def walk(top: str, roots: tuple[str, ...] = (), *, follow: bool = True) -> Listi
                 code = exc.errno or -1
                 if not is_link and entry.is_dir():  # (its type from the listing: a path too long to stat)
                     folder.dirs.append(entry.name)
-                    out[entry.path] = Folder(code, (0, 0), listed=True, error=code)
+                    out[entry.path] = Folder((0, 0), listed=True, error=code)
                 else:  # (a dangling link, a link loop)
                     folder.files[entry.name] = code
                 continue

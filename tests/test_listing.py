@@ -4,13 +4,14 @@ and the run keys read from it exactly what they would find walking the tree them
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from sitegen.cache import keys
 from sitegen.config import Config
 from sitegen.fileio import real_roots
 from sitegen.ingest.scan import scan
-from sitegen.listing import is_regular, walk
+from sitegen.listing import Stat, walk
 from sitegen.pipeline.plan import make_plan
 
 
@@ -37,7 +38,8 @@ def test_walk_records_stats_and_errors(tmp_path: Path):
     os.symlink("/nonexistent/x", tmp_path / "run" / "dangling")
     got = walk(str(tmp_path))
     run = got[str(tmp_path / "run")]
-    assert is_regular(run.files["events.out.tfevents.1.h"]) and run.files["events.out.tfevents.1.h"].size == 7
+    log = run.files["events.out.tfevents.1.h"]
+    assert isinstance(log, Stat) and stat.S_ISREG(log.mode) and log.size == 7
     assert isinstance(run.files["dangling"], int) and "dangling" in run.links
 
 

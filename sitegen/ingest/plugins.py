@@ -28,7 +28,7 @@ class PluginReader:
     module: Any
     origin: str  # "name = module (distribution version)": how problems and run keys name it
 
-    def claims(self, filename: str, patterns: Any = None) -> bool:
+    def claims(self, filename: str) -> bool:
         try:
             return bool(self.module.claims(filename))
         except Exception:  # (a claim test that fails claims nothing)
