@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from sitegen.errors import Problem
-from sitegen.model import NO_STEPS, NO_VALUES, ChartLine, Commit, Packed, RunData, Series, SiteRun, SourceFile, Stats, chart_line, path_in
+from sitegen.model import NO_STEPS, NO_VALUES, ChartLine, Commit, Packed, Series, SiteRun, SourceFile, Stats, chart_line, held_data, path_in
 
 
 def to_doc(
@@ -107,7 +107,7 @@ def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, 
         slug=r["slug"],
         title=r["title"],
         parts=tuple(r["parts"]),
-        data=RunData(name=d["name"], format=d["format"], meta=d["meta"]),
+        data=held_data(d["name"], d["format"], d["meta"]),
         lines=[_stats_line(tag, label, Stats(*stats), thinned) for tag, label, thinned, *stats in doc["lines"]],
         start_time=r["start_time"],
         end_time=r["end_time"],
@@ -141,4 +141,4 @@ def held(run: SiteRun) -> SiteRun:
     keeps of a run then does not grow with what the run logged."""
     d = run.data
     lines = [_stats_line(ln.tag, ln.label, ln.series.stats, ln.series.thinned) for ln in run.lines]
-    return replace(run, data=RunData(name=d.name, format=d.format, meta=d.meta), lines=lines, directory=None)
+    return replace(run, data=held_data(d.name, d.format, d.meta), lines=lines, directory=None)

@@ -1,4 +1,5 @@
 """The decode cache returns exactly what a fresh decode returns, and decodes only appended tails."""
+
 from __future__ import annotations
 
 import os
@@ -253,8 +254,13 @@ def test_summary_points_of_one_level_are_those_of_all_points_at_that_level(tmp_p
     rng = np.random.default_rng(5)
     n = 4000
     line = np.sort(rng.integers(0, 13, n)).astype(np.int32)
-    cols = {"line": line, "step": np.arange(n, dtype=np.int64), "wall_time": rng.random(n), "value": rng.standard_normal(n),
-            "levels": rng.integers(0, 256, n).astype(np.uint8)}
+    cols = {
+        "line": line,
+        "step": np.arange(n, dtype=np.int64),
+        "wall_time": rng.random(n),
+        "value": rng.standard_normal(n),
+        "levels": rng.integers(0, 256, n).astype(np.uint8),
+    }
     store = Store(tmp_path)
     assert store.put_summary("cd" * 32, {}, cols)
     every = store.get_points("cd" * 32)
@@ -296,3 +302,33 @@ def test_tag_groups_from_reader_codes_equal_hashed_ones():
         assert got.tags == want.tags and got.in_place == want.in_place
         for field in ("rank", "order", "bounds"):
             assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+def test_held_runs_share_their_empty_item_lists_and_cross_processes(tmp_path):
+    """A run the build holds after its summary is kept (from a fresh read or from the summary)
+    keeps name, format and meta, and no empty list of its own per kind of item: a build of
+    100,000 runs holds one each. Pickled to a worker and back, it is the same run."""
+    import pickle
+
+    from sitegen.cache import summary
+    from sitegen.config import Config
+    from sitegen.ingest.scan import scan
+    from sitegen.pages.assets import assets
+    from sitegen.pipeline.jobs import RunJob, draw_run
+
+    src = next(s for s in scan(EXAMPLE) if s.format == "tfevents")
+    urls = assets("en", Store(None).blob).urls
+    fresh = draw_run(RunJob([src], ReadOptions(), Config(), None, urls, frozenset(), [])).run
+    doc, _ = summary.to_doc(fresh, {}, [], [], [])
+    again = summary.from_doc(doc)[0]
+    for run in (summary.held(fresh), again):
+        assert (run.data.name, run.data.format, run.data.meta) == (fresh.data.name, fresh.data.format, fresh.data.meta)
+        assert run.data.files is run.data.problems is run.data.artifacts is run.data.images
+        assert not run.data.files
+        back = pickle.loads(pickle.dumps(run))
+        assert (back.name, back.data.meta, [ln.series.stats for ln in back.lines]) == (
+            run.name,
+            run.data.meta,
+            [ln.series.stats for ln in run.lines],
+        )
+        assert back.data.files is back.data.problems
