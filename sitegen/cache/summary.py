@@ -22,7 +22,6 @@ def to_doc(
     files: list[str],
     problems: list[Problem],
     sources: list[SourceFile],
-    digests: dict[str, tuple[str, int]] | None = None,
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """The summary as a JSON document and its lines' points as columns. A line is a list
     (tag, label, thinned, then the :class:`Stats` fields in order), not an object: a rebuild
@@ -76,7 +75,7 @@ def to_doc(
         "files": files,
         "problems": [asdict(p) for p in problems],
         "sources": [[str(f.path), f.size, f.decoded_bytes] for f in sources],
-        "digests": {p: list(d) for p, d in (digests or {}).items()},  # source -> [sha256, bytes hashed]
+        "digests": {str(f.path): [f.sha256, f.size] for f in sources if f.sha256},  # source -> [sha256, bytes hashed]
     }
     return doc, table
 
@@ -114,8 +113,16 @@ def from_doc(doc: dict, known: dict[str, Path] | None = None) -> tuple[SiteRun, 
         last_step=r["last_step"],
         commit=Commit(**r["commit"]) if r.get("commit") else None,
     )
-    sources = [SourceFile(path(p), s, e) for p, s, e in doc["sources"]]
+    digests = doc.get("digests", {})
+    sources = [SourceFile(path(p), s, e, _digest(digests.get(p), s)) for p, s, e in doc["sources"]]
     return run, doc["hparams"], doc["files"], [Problem(**p) for p in doc["problems"]], sources
+
+
+def _digest(kept: object, size: int) -> str:
+    """A log file's SHA-256 as its summary kept it, when it is of the file's ``size`` bytes."""
+    if isinstance(kept, list) and len(kept) == 2 and isinstance(kept[0], str) and kept[1] == size:
+        return kept[0]
+    return ""
 
 
 def level_points(lines: list[ChartLine], table: dict[str, np.ndarray], level: int):

@@ -33,6 +33,7 @@ from sitegen.pipeline.jobs import (
     process_run,
     reuse_run,
     run_inputs,
+    share_paths,
     write_run,
 )
 from sitegen.pipeline.locks import held
@@ -165,6 +166,7 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
             else:  # a Dask worker drew it (and kept its summary): this process writes it
                 write_run(result, stage)
                 result = replace(result, files={})
+            share_paths(result, plan.jobs[i].family)
             plan.results[i] = result
             ahead.done(k)
     finally:
@@ -330,7 +332,7 @@ def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, s
     problems = _problems(plan)
     stage.write("build-report.json", report(problems))
     done = plan.done()
-    digests = {(p, n): d for r in done for p, d in r.digests.items() for n in [d[1]]}
+    digests = {(str(f.path), f.size): (f.sha256, f.size) for r in done for f in r.sources if f.sha256}
 
     def hasher(path: Path, size: int) -> tuple[str, int]:
         return digests.get((str(path), size)) or plan.store.sha256(path, size)

@@ -69,8 +69,7 @@ class RunResult:
     hparams: dict[str, HParamValue]
     files: dict[str, bytes]  # the run's own pages and media (empty once written)
     problems: list[Problem]
-    sources: list[SourceFile]
-    digests: dict[str, tuple[str, int]] = field(default_factory=dict)  # source path -> (sha256, bytes hashed)
+    sources: list[SourceFile]  # each with its SHA-256 where it was taken (see :func:`digest_sources`)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the cache (the run's points are read from there)
 
@@ -118,7 +117,8 @@ def draw_run(job: RunJob) -> RunResult:
     # compressed here, in the worker, so the main process only writes
     files.update({rel + ".gz": gzip_twin(data) for rel, data in list(files.items()) if needs_twin(rel, data)})
     sources = [f for d in datas for f in d.files]
-    return RunResult(light(site_run), hp, files, problems, sources, source_digests(sources))
+    digest_sources(sources)
+    return RunResult(light(site_run), hp, files, problems, sources)
 
 
 def process_run(job: RunJob) -> RunResult:
@@ -136,7 +136,7 @@ def keep_summary(result: RunResult, store: Store, key: str) -> RunResult:
     """Keep a drawn run's summary under ``key``; when the cache has it, the result holds the run
     as :func:`summary.held` makes it (memory then does not grow with what the runs logged, and a
     cluster's worker sends less: the comparison pages read the points back one run at a time)."""
-    doc = summary.to_doc(result.run, result.hparams, page_names(result.files), result.problems, result.sources, result.digests)
+    doc = summary.to_doc(result.run, result.hparams, page_names(result.files), result.problems, result.sources)
     if store.put_summary(key, *doc) is None:
         return result
     return replace(result, run=summary.held(result.run), stored=True)
@@ -158,11 +158,10 @@ def reuse_run(store: Store, key: str, family: Sequence[RunSource] = ()) -> tuple
     known = {str(p): p for s in family for p in (s.directory, *s.files)}
     try:
         run, hp, pages, problems, sources = summary.from_doc(doc, known)
-        digests = {p: (d, n) for p, (d, n) in doc.get("digests", {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError):  # JSON, but not a summary: draw the run again
         log.info("run summary %s unusable; drawing the run again", key)
         return None
-    return RunResult(run, shared_names(hp), {}, problems, sources, digests, stored=True), pages
+    return RunResult(run, shared_names(hp), {}, problems, sources, stored=True), pages
 
 
 def light(run: SiteRun) -> SiteRun:
@@ -194,20 +193,27 @@ def page_names(files: dict[str, bytes]) -> list[str]:
     return sorted(rel for rel in files if not (rel.endswith(".gz") and rel[:-3] in files))
 
 
-def source_digests(sources: list[SourceFile]) -> dict[str, tuple[str, int]]:
-    """SHA-256 of each log file over the bytes that were read, for the manifest: taken by the
-    reader while it had the bytes (or kept with the decode cache's entry), else hashed here, in
-    the worker that just read the file."""
-    out = {}
+def share_paths(result: RunResult, family: Sequence[RunSource]) -> None:
+    """Point a result's log files at the scan's ``Path`` objects for them: a worker's result
+    brings copies of its own, ~0.4 KB a run the build holds to its end."""
+    known = {p: p for s in family for p in s.files}
+    for f in result.sources:
+        f.path = known.get(f.path, f.path)
+
+
+def digest_sources(sources: list[SourceFile]) -> None:
+    """Give each log file its SHA-256 over the bytes that were read, for the manifest: taken by
+    the reader while it had the bytes (or kept with the decode cache's entry), else hashed here,
+    in the worker that just read the file (left empty when the file no longer has those bytes)."""
     for f in sources:
         if f.sha256:
-            out[str(f.path)] = (f.sha256, f.size)
             continue
         try:
-            out[str(f.path)] = sha256_file(f.path, f.size)
+            digest, n = sha256_file(f.path, f.size)
         except OSError:
-            pass
-    return out
+            continue
+        if n == f.size:
+            f.sha256 = digest
 
 
 def run_inputs(job: RunJob, store: Store) -> list[str]:

@@ -57,3 +57,26 @@ def test_pickling_a_large_job_holds_about_its_own_size():
     finally:
         tracemalloc.stop()
     assert peak < 5 * len(data), (peak, len(data))
+
+
+def test_a_run_keeps_its_log_files_digests_through_its_summary():
+    """A drawn run's log files carry their SHA-256 (for the manifest) in the result itself, and
+    a run reused from its summary gets them back, only for the bytes the file still has;
+    a worker's copies of the log files' paths give way to the scan's."""
+    import hashlib
+
+    from sitegen.pipeline.jobs import share_paths
+
+    src = next(s for s in scan(EXAMPLE) if s.format == "tfevents")
+    urls = assets("en", Store(None).blob).urls
+    drawn = draw_run(RunJob([src], ReadOptions(), Config(), None, urls, frozenset(), []))
+    assert drawn.sources and all(f.sha256 == hashlib.sha256(f.path.read_bytes()[: f.size]).hexdigest() for f in drawn.sources)
+    doc, _ = summary.to_doc(drawn.run, drawn.hparams, [], drawn.problems, drawn.sources)
+    back = summary.from_doc(doc)[4]
+    assert [(str(f.path), f.size, f.sha256) for f in back] == [(str(f.path), f.size, f.sha256) for f in drawn.sources]
+    doc["sources"][0][1] += 1  # (the summary of a longer file: its digest is of other bytes)
+    assert summary.from_doc(doc)[4][0].sha256 == ""
+    copied = pickle.loads(pickle.dumps(drawn))
+    assert copied.sources[0].path is not src.files[0]
+    share_paths(copied, [src])
+    assert copied.sources[0].path is src.files[0]
