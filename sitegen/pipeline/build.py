@@ -337,9 +337,9 @@ def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, s
     def hasher(path: Path, size: int) -> tuple[str, int]:
         return digests.get((str(path), size)) or plan.store.sha256(path, size)
 
-    stage.write(
+    stage.write_pieces(
         manifest.MANIFEST,
-        manifest.make_from_hashes(
+        manifest.pieces_from_hashes(
             stage.hashes,
             [f for r in done for f in r.sources],
             archive=plan.archive,

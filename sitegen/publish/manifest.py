@@ -77,6 +77,24 @@ def make_from_hashes(
     """The manifest from ``{path: (sha256, size)}`` of every file written; ``runs`` records each
     run page's input key so the next build can reuse unchanged pages, ``site_key`` the key of all
     the inputs, so the next build of the same inputs can keep this one."""
+    pieces = pieces_from_hashes(
+        hashes, sources, archive=archive, source_date_epoch=source_date_epoch, hasher=hasher, runs=runs, site_key=site_key
+    )
+    return bytearray().join(pieces)
+
+
+def pieces_from_hashes(
+    hashes: dict[str, tuple[str, int]],
+    sources: Iterable[SourceFile],
+    *,
+    archive: Path,
+    source_date_epoch: int | None = None,
+    hasher: Callable[[Path, int], tuple[str, int]] = sha256_file,
+    runs: dict[str, str] | None = None,
+    site_key: str | None = None,
+) -> Iterator[bytes]:
+    """:func:`make_from_hashes` as pieces of about a megabyte, for a writer that never holds the
+    whole (the manifest of 100,000 runs is ~90 MB)."""
     logs: dict[str, tuple[str, int, int]] = {}
     resolved = str(Path(archive).resolve()).rstrip("/") + "/"
     for sf in sources:
@@ -97,7 +115,7 @@ def make_from_hashes(
     if source_date_epoch is not None:
         head["source_date_epoch"] = int(source_date_epoch)
         head["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dump_entries(head, hashes, logs)
+    return _entry_pieces(head, hashes, logs)
 
 
 def dump(doc: dict[str, Any]) -> bytearray:
@@ -118,6 +136,10 @@ def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], source
     manifest itself left out) and ``sources`` (path: sha256, size, bytes decoded), written entry
     by entry: a manifest of 100,000 runs has half a million entries, and as one object of
     objects, then its text, then that text with line breaks, it was the largest thing a build held."""
+    return bytearray().join(_entry_pieces(head, files, sources))
+
+
+def _entry_pieces(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> Iterator[bytes]:
     site = (
         f'{_quoted(rel)}:{{"sha256":{_quoted(files[rel][0])},"size":{int(files[rel][1])}}}'.encode("ascii")
         for rel in sorted(files)
@@ -127,31 +149,46 @@ def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], source
         f'{_quoted(rel)}:{{"decoded":[0,{int(k)}],"sha256":{_quoted(d)},"size":{int(n)}}}'.encode("ascii")
         for rel, (d, n, k) in sorted(sources.items())
     )
-    return _write({**{key: _canonical(v) for key, v in head.items()}, "files": site, "sources": logs})
+    return _pieces({**{key: _canonical(v) for key, v in head.items()}, "files": site, "sources": logs})
 
 
 def _write(members: dict[str, bytes | Iterator[bytes]]) -> bytearray:
+    """:func:`_pieces` joined, in the buffer they were joined in (a copy into ``bytes`` would hold
+    a large manifest twice)."""
+    return bytearray().join(_pieces(members))
+
+
+PIECE_BYTES = 1 << 20
+
+
+def _pieces(members: dict[str, bytes | Iterator[bytes]]) -> Iterator[bytes]:
     """An object of ``members`` in key order: a member's JSON text, or its entries (``"name":value``)
-    each on a line of its own; after an object, the next member on a line of its own too. Returned
-    as the buffer it was written in: the manifest of 100,000 runs is ~90 MB, and a copy into
-    ``bytes`` held it twice (three times, with the closing brace added by a copy)."""
+    each on a line of its own; after an object, the next member on a line of its own too. Given
+    as pieces of about :data:`PIECE_BYTES`."""
     out = bytearray(b"{")
+    after_object = first = True
     for key in sorted(members):
         value = members[key]
-        if len(out) > 1:
-            out += b",\n" if out.endswith(b"}") else b","
+        if not first:
+            out += b",\n" if after_object else b","
+        first = False
         out += _quoted(key).encode("ascii") + b":"
         if isinstance(value, bytes):
             out += value
+            after_object = value.endswith(b"}")
             continue
         out += b"{"
         for i, entry in enumerate(value):
             if i:
                 out += b",\n"
             out += entry
+            if len(out) >= PIECE_BYTES:
+                yield bytes(out)
+                out.clear()
         out += b"}"
+        after_object = True
     out += b"}\n"
-    return out
+    yield bytes(out)
 
 
 def _canonical(value: Any) -> bytes:

@@ -36,7 +36,7 @@ import stat
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sitegen.errors import SitegenError, UsageError
 from sitegen.fileio import named
@@ -74,6 +74,14 @@ def gzip_twin(data: bytes | bytearray) -> bytes:
     return zlib.compress(data, 1 if len(data) >= GZIP_FAST_FROM else 6, wbits=31)
 
 
+def gzip_stream() -> Any:
+    """A compressor for a ``.gz`` twin written piece by piece (:meth:`Writer.write_pieces`):
+    deterministic for the same pieces (gzip header time 0), as :func:`gzip_twin` is."""
+    if _isal is not None:
+        return _isal.compressobj(2, _isal.DEFLATED, 31)
+    return zlib.compressobj(1, zlib.DEFLATED, 31)
+
+
 def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
     """``{path: (sha256, size)}`` of a previous build's pages and assets, from its manifest (the
     build's last question to it: the parsed manifest is let go)."""
@@ -99,6 +107,22 @@ def _write_file(path: str, data: bytes | bytearray) -> None:
         while view:
             view = view[os.write(fd, view) :]
     except OSError as exc:  # (a full disk: the one line printed names the file)
+        raise named(exc, path) from None
+    finally:
+        os.close(fd)
+
+
+def _write_pieces(path: str, pieces: Iterable[bytes], on_piece: Callable[[bytes], None]) -> None:
+    """Write ``pieces`` into the new file ``path``, each also handed to ``on_piece``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        for piece in pieces:
+            on_piece(piece)
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
+    except OSError as exc:
         raise named(exc, path) from None
     finally:
         os.close(fd)
@@ -364,6 +388,38 @@ class Writer:
             os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
             self.hashes[rel + ".gz"] = (hashlib.sha256(gz).hexdigest(), len(gz))
 
+    def write_pieces(self, rel: str, pieces: Iterable[bytes]) -> None:
+        """Write one file from its pieces as they come, hashed on the way, and its ``.gz`` twin
+        (compressed from a second pass over the file): the largest file of a large site, the
+        manifest (~90 MB at 100,000 runs), is never held whole. Never kept or linked from an
+        older build."""
+        target = self._target(rel)
+        h = hashlib.sha256()
+        size = 0
+
+        def seen(piece: bytes) -> None:
+            nonlocal size
+            h.update(piece)
+            size += len(piece)
+
+        _write_pieces(target, pieces, seen)
+        self.hashes[rel] = (h.hexdigest(), size)
+        if not (rel.endswith(GZIP_SUFFIXES) and size >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)):
+            return
+        gz_target = self._target(rel + ".gz")
+        pack, gz_hash = gzip_stream(), hashlib.sha256()
+        gz_size = 0
+
+        def packed(piece: bytes) -> None:
+            nonlocal gz_size
+            gz_hash.update(piece)
+            gz_size += len(piece)
+
+        _write_pieces(gz_target, _compressed(target, pack), packed)
+        st = os.stat(target)
+        os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        self.hashes[rel + ".gz"] = (gz_hash.hexdigest(), gz_size)
+
     def link_previous(self, rel: str) -> bool:
         """Reuse ``rel`` (and its twin) unchanged from the live build; False when it cannot."""
         if rel in self.old and self._keep(rel, self.old[rel][0], rel + ".gz" in self.old):
@@ -384,6 +440,16 @@ class Writer:
                 if r in self.hashes:
                     del self.hashes[r]
                     _unlink(self._root + checked_relpath(r))
+
+
+def _compressed(path: str, pack: Any) -> Iterator[bytes]:
+    """The file ``path`` through the compressor ``pack``, a megabyte at a time."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            out = pack.compress(chunk)
+            if out:
+                yield out
+    yield pack.flush()
 
 
 def _linked_size(path: str, size: int) -> int | None:

@@ -8,8 +8,11 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from sitegen import __version__
 from sitegen.publish import manifest
+from sitegen.publish import staging as publish
 from tests.support import EXAMPLE
 from tests.support.cli import run_sitegen
 
@@ -118,11 +121,14 @@ def test_verify_without_manifest_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and "manifest.json" in r.stderr
 
 
-def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes():
-    """``dump_entries`` writes the files and sources one by one; the bytes must be what
-    ``dump`` makes of the whole document, for any name (quotes, ``},"``, a name ending in ``},``,
-    non-ASCII, controls), and that must be the document."""
+@pytest.mark.parametrize("piece_bytes", [1, 50, 1 << 20])
+def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes(monkeypatch, piece_bytes):
+    """``dump_entries`` writes the files and sources one by one, in pieces of about
+    ``PIECE_BYTES``; the bytes must be what ``dump`` makes of the whole document, for any name
+    (quotes, ``},"``, a name ending in ``},``, non-ASCII, controls), and that must be the document."""
     import random
+
+    monkeypatch.setattr(manifest, "PIECE_BYTES", piece_bytes)
 
     rng = random.Random(7)
     alphabet = ["a", "/", '"', "}", ",", "\\", "\n", "\x00", "é", "日", "\U0001f600", "\ud800", " ", "{", "]"]
@@ -145,3 +151,36 @@ def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes(
         }
         assert manifest.dump_entries(head, files, sources) == manifest.dump(doc)
         assert json.loads(manifest.dump(doc)) == doc
+
+
+def test_a_file_written_in_pieces_is_the_file_written_whole(tmp_path):
+    """The manifest goes to disk piece by piece (never held whole): the same file and digest as
+    writing it whole, and a ``.gz`` twin of the same bytes, made without holding either."""
+    import gzip
+    import hashlib
+    import tracemalloc
+
+    def pieces():  # 24 MB, a megabyte at a time
+        for i in range(24):
+            yield hashlib.sha256(str(i).encode()).hexdigest().encode() * (1 << 14)
+
+    for folder in "abc":
+        (tmp_path / folder).mkdir()
+    whole, streamed = publish.Writer(tmp_path / "a", None, {}), publish.Writer(tmp_path / "b", None, {})
+    whole.write("manifest.json", b"".join(pieces()))
+    tracemalloc.start()
+    try:
+        streamed.write_pieces("manifest.json", pieces())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 << 20, peak
+    a, b = tmp_path / "a" / "manifest.json", tmp_path / "b" / "manifest.json"
+    assert a.read_bytes() == b.read_bytes() and whole.hashes["manifest.json"] == streamed.hashes["manifest.json"]
+    gz = (tmp_path / "b" / "manifest.json.gz").read_bytes()
+    assert gzip.decompress(gz) == b.read_bytes()
+    assert streamed.hashes["manifest.json.gz"] == (hashlib.sha256(gz).hexdigest(), len(gz))
+    assert os.stat(b.with_suffix(".json.gz")).st_mtime_ns == os.stat(b).st_mtime_ns
+    small = publish.Writer(tmp_path / "c", None, {})
+    small.write_pieces("manifest.json", [b"{", b"}"])  # (too small for a twin)
+    assert sorted(small.hashes) == ["manifest.json"] and not (tmp_path / "c" / "manifest.json.gz").exists()
