@@ -227,7 +227,7 @@ def draw_trends(plan: Plan, stage: Staging, news: dict) -> dict[str, str]:
 def write_changes(plan: Plan, stage: Staging, news: dict) -> None:
     """``changes.json``, ``changes.md``, the Atom feed ``feed.xml`` and ``gates.js`` (the gates'
     results, for the run pages)."""
-    stage.write("changes.json", changes_page.dumps(news, default=changes.to_json))
+    stage.write_pieces("changes.json", changes_page.pieces(news, default=changes.to_json))
     stage.write("gates.js", changes_page.gates_script(news))
     md = changes_page.markdown(news, translator(plan.config.language), base_url=plan.config.base_url)
     stage.write("changes.md", md.encode("utf-8"))

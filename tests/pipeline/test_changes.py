@@ -1,6 +1,7 @@
 """What's new since the last published build, on logs written by tensorboardX: each change
 appears exactly once, a rebuild where nothing changed is empty of changes, the Atom feed is
 valid (RFC 4287) with stable ids, the index shows the panel and the badges."""
+
 from __future__ import annotations
 
 import glob
@@ -87,7 +88,7 @@ def test_each_change_appears_once_and_an_unchanged_rebuild_has_none(tmp_path: Pa
     assert index.count('class="fresh" data-badge="new"') == 1 and "What&#39;s new" in index
     assert index_data(out)["fresh"] == [3]
     ids = check_feed(out)
-    assert ids[len(ids) - len(first_ids):] == first_ids  # the old entries follow the new ones, ids unchanged
+    assert ids[len(ids) - len(first_ids) :] == first_ids  # the old entries follow the new ones, ids unchanged
 
     write_metrics(logs / "vision" / "resnet" / "run1", 20, 10, seed=1)  # grown: a second file, later steps
     rebuild(4)
@@ -182,3 +183,33 @@ def test_added_grown_finished_and_removed_once_each_with_mlflows_writer(tmp_path
     shutil.rmtree(run_dir)
     assert rebuild(6) == {"added": [], "grown": [], "finished": [], "removed": [ids[1]]}
     assert rebuild(7) == dict.fromkeys(kinds, [])
+
+
+def test_changes_json_written_in_pieces_is_the_one_json_dump(monkeypatch):
+    """``changes.json`` goes to disk in pieces (objects member by member, long lists a batch at a
+    time): the bytes are json's, for hostile names, nested objects, non-string keys, non-ASCII,
+    empty and long lists, and objects json learns through ``default``."""
+    import random
+
+    from sitegen.pages import changes as changes_page
+    from sitegen.prepare.changes import to_json
+
+    rng = random.Random(5)
+    alphabet = ["a", '"', "}", ",", "\\", "\n", "é", "日", "\U0001f600", " ", "[", "]", "\u2028"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 8)))
+
+    def state(i: int) -> RunState:
+        return RunState(text(), f"s{i}", text(), 1.5, None, i, i, None, {text(): 0.25}, {}, None)
+
+    monkeypatch.setattr(changes_page, "LIST_PIECE", 3)
+    for n in (0, 1, 3, 4, 7, 50):
+        doc = {
+            "runs": [state(i) for i in range(n)],
+            "changes": {"added": [{"name": text(), "k": [1, 2.5, None]} for _ in range(n)], text(): [], "z": {}},
+            "metrics": [text() for _ in range(n % 5)],
+            "numbered": {1: "a", 2: "b"},
+            text(): n,
+        }
+        assert b"".join(changes_page.pieces(doc, default=to_json)) == changes_page.dumps(doc, default=to_json)
