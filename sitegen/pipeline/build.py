@@ -332,11 +332,6 @@ def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, s
     problems = _problems(plan)
     stage.write("build-report.json", report(problems))
     done = plan.done()
-    digests = {(str(f.path), f.size): (f.sha256, f.size) for r in done for f in r.sources if f.sha256}
-
-    def hasher(path: Path, size: int) -> tuple[str, int]:
-        return digests.get((str(path), size)) or plan.store.sha256(path, size)
-
     stage.write_pieces(
         manifest.MANIFEST,
         manifest.pieces_from_hashes(
@@ -344,7 +339,7 @@ def write_report_and_manifest(plan: Plan, stage: Staging, page_keys: dict[str, s
             [f for r in done for f in r.sources],
             archive=plan.archive,
             source_date_epoch=plan.source_date_epoch,
-            hasher=hasher,
+            hasher=plan.store.sha256,
             runs={**plan.run_keys(), **page_keys},
             site_key=plan.site_key,
         ),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-import hashlib
 import json
 import logging
 import os
@@ -42,47 +41,6 @@ def _archive_rel(path: Path, archive: Path, resolved: str | None = None) -> str:
         return Path(os.path.relpath(Path(path).resolve(), Path(archive).resolve())).as_posix()
 
 
-def make(
-    files: dict[str, bytes],
-    sources: Iterable[SourceFile],
-    *,
-    archive: Path,
-    source_date_epoch: int | None = None,
-    hasher: Callable[[Path, int], tuple[str, int]] = sha256_file,
-) -> bytearray:
-    """The manifest of a site made of ``files`` (with their .gz twins) read from ``sources``.
-
-    Source files are hashed over the ``size`` bytes the reader saw, so a log that is still being
-    appended to is recorded as it was read.
-    """
-    return make_from_hashes(
-        {rel: (hashlib.sha256(data).hexdigest(), len(data)) for rel, data in files.items()},
-        sources,
-        archive=archive,
-        source_date_epoch=source_date_epoch,
-        hasher=hasher,
-    )
-
-
-def make_from_hashes(
-    hashes: dict[str, tuple[str, int]],
-    sources: Iterable[SourceFile],
-    *,
-    archive: Path,
-    source_date_epoch: int | None = None,
-    hasher: Callable[[Path, int], tuple[str, int]] = sha256_file,
-    runs: dict[str, str] | None = None,
-    site_key: str | None = None,
-) -> bytearray:
-    """The manifest from ``{path: (sha256, size)}`` of every file written; ``runs`` records each
-    run page's input key so the next build can reuse unchanged pages, ``site_key`` the key of all
-    the inputs, so the next build of the same inputs can keep this one."""
-    pieces = pieces_from_hashes(
-        hashes, sources, archive=archive, source_date_epoch=source_date_epoch, hasher=hasher, runs=runs, site_key=site_key
-    )
-    return bytearray().join(pieces)
-
-
 def pieces_from_hashes(
     hashes: dict[str, tuple[str, int]],
     sources: Iterable[SourceFile],
@@ -93,8 +51,12 @@ def pieces_from_hashes(
     runs: dict[str, str] | None = None,
     site_key: str | None = None,
 ) -> Iterator[bytes]:
-    """:func:`make_from_hashes` as pieces of about a megabyte, for a writer that never holds the
-    whole (the manifest of 100,000 runs is ~90 MB)."""
+    """The manifest from ``{path: (sha256, size)}`` of every file written, as pieces of about a
+    megabyte for a writer that never holds the whole (~90 MB at 100,000 runs). A log file is
+    recorded over the ``size`` bytes the reader saw (a log still being appended to, as it was
+    read), by the digest its :class:`SourceFile` carries, else by ``hasher``. ``runs`` records
+    each run page's input key so the next build can reuse unchanged pages, ``site_key`` the key of
+    all the inputs, so the next build of the same inputs can keep this one."""
     logs: dict[str, tuple[str, int, int]] = {}
     resolved = str(Path(archive).resolve()).rstrip("/") + "/"
     for sf in sources:
@@ -102,7 +64,7 @@ def pieces_from_hashes(
         if rel in logs:
             continue
         try:
-            digest, n = hasher(sf.path, sf.size)
+            digest, n = (sf.sha256, sf.size) if sf.sha256 else hasher(sf.path, sf.size)
         except OSError as exc:
             log.warning("%s: cannot hash for the manifest: %s", sf.path, exc.strerror or exc)
             digest, n = "", 0

@@ -36,7 +36,7 @@ import stat
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from sitegen.errors import SitegenError, UsageError
 from sitegen.fileio import named
@@ -53,7 +53,11 @@ NO_TWIN_NAMES = ("scalars.js",)  # a run's full scalars: loaded only when its CS
 
 
 def needs_twin(rel: str, data: bytes | bytearray) -> bool:
-    return rel.endswith(GZIP_SUFFIXES) and len(data) >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)
+    return _twin_wanted(rel, len(data))
+
+
+def _twin_wanted(rel: str, size: int) -> bool:
+    return rel.endswith(GZIP_SUFFIXES) and size >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)
 
 
 GZIP_FAST_FROM = 64 * 1024  # zlib only: larger files (page data: mostly base64) get level 1
@@ -99,33 +103,35 @@ def _previous_hashes(previous: Path | None) -> dict[str, tuple[str, int]]:
 FILE_MODE, DIR_MODE = 0o644, 0o755
 
 
-def _write_file(path: str, data: bytes | bytearray) -> None:
+def _write_file(path: str, pieces: Iterable[bytes | bytearray]) -> None:
+    """Write ``pieces`` into the new file ``path``, readable by all (see :data:`FILE_MODE`)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)  # (open's mode is masked by the umask)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        for piece in pieces:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
     except OSError as exc:  # (a full disk: the one line printed names the file)
         raise named(exc, path) from None
     finally:
         os.close(fd)
 
 
-def _write_pieces(path: str, pieces: Iterable[bytes], on_piece: Callable[[bytes], None]) -> None:
-    """Write ``pieces`` into the new file ``path``, each also handed to ``on_piece``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
+def _write_pieces(path: str, pieces: Iterable[bytes]) -> tuple[str, int]:
+    """Write ``pieces`` into the new file ``path``; its SHA-256 and size."""
+    h = hashlib.sha256()
+    size = 0
+
+    def hashed() -> Iterator[bytes]:
+        nonlocal size
         for piece in pieces:
-            on_piece(piece)
-            view = memoryview(piece)
-            while view:
-                view = view[os.write(fd, view) :]
-    except OSError as exc:
-        raise named(exc, path) from None
-    finally:
-        os.close(fd)
+            h.update(piece)
+            size += len(piece)
+            yield piece
+
+    _write_file(path, hashed())
+    return h.hexdigest(), size
 
 
 def _make_dirs(folder: str) -> None:
@@ -378,12 +384,12 @@ class Writer:
             for r in (rel, rel + ".gz"):  # a half-done link: fall back to writing both
                 self.hashes.pop(r, None)
                 _unlink(self._root + r)
-        _write_file(target, data)
+        _write_file(target, (data,))
         self.hashes[rel] = (digest, len(data))
         if wants_twin:
             gz = twin if twin is not None else gzip_twin(data)
             gz_target = self._target(rel + ".gz")
-            _write_file(gz_target, gz)
+            _write_file(gz_target, (gz,))
             st = os.stat(target)
             os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
             self.hashes[rel + ".gz"] = (hashlib.sha256(gz).hexdigest(), len(gz))
@@ -394,31 +400,13 @@ class Writer:
         manifest (~90 MB at 100,000 runs), is never held whole. Never kept or linked from an
         older build."""
         target = self._target(rel)
-        h = hashlib.sha256()
-        size = 0
-
-        def seen(piece: bytes) -> None:
-            nonlocal size
-            h.update(piece)
-            size += len(piece)
-
-        _write_pieces(target, pieces, seen)
-        self.hashes[rel] = (h.hexdigest(), size)
-        if not (rel.endswith(GZIP_SUFFIXES) and size >= GZIP_MIN_BYTES and not rel.endswith(NO_TWIN_NAMES)):
+        self.hashes[rel] = _write_pieces(target, pieces)
+        if not _twin_wanted(rel, self.hashes[rel][1]):
             return
         gz_target = self._target(rel + ".gz")
-        pack, gz_hash = gzip_stream(), hashlib.sha256()
-        gz_size = 0
-
-        def packed(piece: bytes) -> None:
-            nonlocal gz_size
-            gz_hash.update(piece)
-            gz_size += len(piece)
-
-        _write_pieces(gz_target, _compressed(target, pack), packed)
+        self.hashes[rel + ".gz"] = _write_pieces(gz_target, _compressed(target, gzip_stream()))
         st = os.stat(target)
         os.utime(gz_target, ns=(st.st_atime_ns, st.st_mtime_ns))
-        self.hashes[rel + ".gz"] = (gz_hash.hexdigest(), gz_size)
 
     def link_previous(self, rel: str) -> bool:
         """Reuse ``rel`` (and its twin) unchanged from the live build; False when it cannot."""
