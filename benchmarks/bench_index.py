@@ -163,7 +163,7 @@ def draw_index_only(site: Path, n: int) -> float:
     runs, hps = _made_runs(n, lines_of)
     a = assets("en")
     t = time.perf_counter()
-    files = index_files(runs, hps, compare.groups(runs), Config(title="bench"), a, [])
+    files = dict(index_files(runs, hps, compare.groups(runs), Config(title="bench"), a, []))
     took = time.perf_counter() - t
     _write_site(site, {**a.files, **files})
     print(f"drew the index of {n} runs (in memory, no archive): {took:.1f} s")

@@ -8,7 +8,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from sitegen.config import Config
 from sitegen.errors import Problem
@@ -104,12 +104,14 @@ def index_files(
     problems: list[Problem],
     changes: dict | None = None,
     live: set[str] | None = None,
-) -> dict[str, bytes]:
-    """The experiment browser (``index.html``, ``index-data.js`` and ``index/*.js``), with the "What's new"
-    panel of ``changes`` (``changes.json``), a badge on the runs it added and on the runs of
-    ``live`` (shown as running: :func:`running`)."""
+    reuse: indexdata.Reuse | None = None,
+) -> Iterator[tuple[str, bytes]]:
+    """The experiment browser (``index.html``, ``index-data.js`` and ``index/*.js``, by path, one
+    at a time), with the "What's new" panel of ``changes`` (``changes.json``), a badge on the
+    runs it added and on the runs of ``live`` (shown as running: :func:`running`). ``reuse``:
+    the live build's shards, linked where their rows did not change."""
     env, _ = page_context(config.language)
-    return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes, live or set())
+    return _index(env, runs, hps, groups, config, assets, common_context(config), problems, changes, live or set(), reuse)
 
 
 def _varies(column: hpnames.HParamColumn, hps: list[dict[str, HParamValue]]) -> bool:
@@ -125,7 +127,9 @@ def _varies(column: hpnames.HParamColumn, hps: list[dict[str, HParamValue]]) -> 
     return False
 
 
-def _index(env, runs, hps, groups, config, assets, common, problems, changes=None, live=frozenset()) -> dict[str, bytes]:
+def _index(
+    env, runs, hps, groups, config, assets, common, problems, changes=None, live=frozenset(), reuse=None
+) -> Iterator[tuple[str, bytes]]:
     """The experiment browser: a server-rendered first page, the data head and its shards for the rest."""
     metrics = key_metrics(runs, config)
     depth = max((len(r.parts) - 1 for r in runs), default=0)
@@ -180,7 +184,8 @@ def _index(env, runs, hps, groups, config, assets, common, problems, changes=Non
         page_rows=PAGE_ROWS,
         news=changes_page.panel(changes),
     )
-    return {"index.html": page.encode("utf-8"), **indexdata.index_data(index_rows, head)}
+    yield "index.html", page.encode("utf-8")
+    yield from indexdata.index_data(index_rows, head, reuse)
 
 
 def _index_rows(

@@ -12,9 +12,11 @@ under ``script-src 'self'``; nothing is fetched."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from dataclasses import dataclass
-from typing import Any
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from sitegen.model import HParamValue, SiteRun, text_value
 from sitegen.pages.charts import Plain, json_text
@@ -39,6 +41,31 @@ class IndexRow:
     hparams: dict[str, HParamValue]
     metrics: list[Any]
     best: str
+
+
+@dataclass(eq=False, repr=False)
+class Reuse:
+    """The live build's shards, for a rebuild to draw only the shards whose rows changed. A
+    shard's rows follow from its runs' input keys (``keys``, by slug), their best marks, the key
+    metrics, and the code and config (``salt``); ``linked(key)`` links the live build's shard made
+    from that key into this build and gives its name (None: there is none, draw it). ``made``:
+    this build's shards by key, for the next build."""
+
+    keys: dict[str, str]
+    salt: str
+    linked: Callable[[str], str | None]
+    made: dict[str, str] = field(default_factory=dict)
+
+    def key(self, rows: list[IndexRow], metrics: list[str]) -> str | None:
+        """What the shard of ``rows`` is made from, hashed; None when a run has no key."""
+        keys = [self.keys.get(row.run.slug) for row in rows]
+        if None in keys:
+            return None
+        doc = [self.salt, metrics, [[row.run.slug, k, row.best] for row, k in zip(rows, keys)]]
+        return hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+SHARD_NAME = re.compile(r"^[0-9a-f]{20}$")
 
 
 def _cut_after(slug: str, every: int) -> bool:
@@ -102,18 +129,24 @@ def shard(rows: list[IndexRow]) -> tuple[str, bytes]:
     return name, f'{CALLBACK}("{name}",{payload});\n'.encode("utf-8")
 
 
-def index_data(rows: list[IndexRow], head: dict[str, Any]) -> dict[str, bytes]:
-    """``index-data.js`` (``head`` plus the shard list and the group tree: each group's run
-    count and the shards holding its runs) and every shard, by path."""
+def index_data(rows: list[IndexRow], head: dict[str, Any], reuse: Reuse | None = None) -> Iterator[tuple[str, bytes]]:
+    """Every shard drawn (by path, as it is made: one at a time in memory), then
+    ``index-data.js`` (``head`` plus the shard list and the group tree: each group's run count
+    and the shards holding its runs). With ``reuse``, a shard whose rows did not change is
+    linked from the live build instead (not yielded)."""
     runs = [row.run for row in rows]
     starts = boundaries(runs)
-    files: dict[str, bytes] = {}
     shards = []
     tree: dict[str, list[Any]] = {}
     for k, start in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(rows)
-        name, data = shard(rows[start:end])
-        files[SHARD_DIR + name + ".js"] = data
+        key = None if reuse is None else reuse.key(rows[start:end], head["metrics"])
+        name = None if key is None or reuse is None else reuse.linked(key)
+        if name is None:
+            name, data = shard(rows[start:end])
+            yield SHARD_DIR + name + ".js", data
+        if key is not None and reuse is not None:
+            reuse.made[key] = name
         shards.append([name, end - start])
         for r in runs[start:end]:
             for n in range(1, len(r.parts)):
@@ -122,4 +155,4 @@ def index_data(rows: list[IndexRow], head: dict[str, Any]) -> dict[str, bytes]:
                 if not entry[1] or entry[1][-1] != k:
                     entry[1].append(k)
     doc = {**head, "total": len(rows), "shards": Plain(shards), "tree": dict(sorted(tree.items()))}
-    return {"index-data.js": js_data("SITEGEN_INDEX", doc), **files}
+    yield "index-data.js", js_data("SITEGEN_INDEX", doc)

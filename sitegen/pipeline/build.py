@@ -15,7 +15,7 @@ from sitegen.cache import keys as cache_keys
 from sitegen.config import Config
 from sitegen.errors import Problem, still_writing
 from sitegen.pages import changes as changes_page
-from sitegen.pages import compare
+from sitegen.pages import compare, indexdata
 from sitegen.pages.i18n import translator
 from sitegen.pages.index import index_files, key_metrics, running
 from sitegen.pages.trends import trend_files
@@ -275,14 +275,33 @@ def send_pages(plan: Plan, stage: Staging, executor: Executor) -> Pages:
 
 
 def write_index(plan: Plan, stage: Staging, news: dict | None) -> None:
-    """The index: every run, group and problem (needs them all, so it is drawn here)."""
+    """The index: every run, group and problem (needs them all, so it is drawn here); of its
+    row shards, those whose rows did not change are linked from the live build."""
     done = plan.done()
     runs = [r.run for r in done]
     writing = {r.run.name for r in done if any(still_writing(p) for p in r.problems)}
     live = running(runs, writing, plan.source_date_epoch)
     groups = compare.groups(runs)
-    for rel, data in index_files(runs, [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live).items():
+    reuse = _shard_reuse(plan, stage)
+    for rel, data in index_files(runs, [r.hparams for r in done], groups, plan.config, plan.assets, _problems(plan), news, live, reuse):
         stage.write(rel, data)
+    plan.store.put_pieces(INDEX_SHARDS, {key: [name] for key, name in reuse.made.items()})
+
+
+INDEX_SHARDS = "/index"  # (the index's shards are kept beside the comparison pages' pieces; no group slug has a "/")
+
+
+def _shard_reuse(plan: Plan, stage: Staging) -> indexdata.Reuse:
+    """The live build's index shards by what they were made from (kept in the cache)."""
+
+    def linked(key: str) -> str | None:
+        head = plan.store.get_piece(INDEX_SHARDS, key)
+        if not (isinstance(head, list) and len(head) == 1 and isinstance(head[0], str) and indexdata.SHARD_NAME.match(head[0])):
+            return None
+        rel = f"{indexdata.SHARD_DIR}{head[0]}.js"
+        return head[0] if rel in stage.old and stage.link_previous(rel) else None
+
+    return indexdata.Reuse(plan.run_keys(), cache_keys.group_key(INDEX_SHARDS, [], plan.config), linked)
 
 
 def take_pages(plan: Plan, stage: Staging, pages: Pages) -> None:

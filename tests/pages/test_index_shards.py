@@ -258,8 +258,47 @@ def test_the_head_stays_small_at_100000_runs():
                               end_time=1.7e9 + i + 60, last_step=19)
         rows.append(indexdata.IndexRow(run, {"lr": 0.1, "seed": i}, [0.5, 0.25], "--"))
     rows.sort(key=lambda r: r.run.name)
-    files = indexdata.index_data(rows, {"depth": 2})
+    files = dict(indexdata.index_data(rows, {"depth": 2}))
     head = files["index-data.js"]
     assert len(head) <= 500_000 and len(files) - 1 >= 100_000 // indexdata.SHARD_RUNS // 2
     assert sum(len(d) for d in files.values()) > 50 * len(head)  # (the rows are in the shards)
     assert max(len(d) for rel, d in files.items() if rel != "index-data.js") <= 500_000  # (each shard too)
+
+
+def test_a_rebuild_draws_only_the_shards_whose_rows_changed(tmp_path: Path, monkeypatch):
+    """Shards whose runs, marks and key metrics did not change are linked from the live build
+    without being drawn; a changed run's shard is drawn, and the site is the one a build from
+    scratch makes."""
+    from sitegen.pages import indexdata
+    from tests.support.eventgen import write_run
+
+    drawn: list[list[str]] = []
+    shard = indexdata.shard
+    monkeypatch.setattr(indexdata, "shard", lambda rows: drawn.append([r.run.name for r in rows]) or shard(rows))
+    arch = _archive(tmp_path)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    _build(arch, out, cache=cache)
+    total = len(index_head(out)["shards"])
+    assert len(drawn) == total
+    drawn.clear()
+    _build(arch, out, cache=cache)  # (unchanged: the live build is kept, nothing drawn)
+    assert drawn == []
+    changed = next(p for p in arch.rglob("run00100"))
+    for f in changed.iterdir():
+        f.unlink()
+    write_run(changed, tags=["train/loss", "eval/accuracy"], steps=11, seed=100, start=1.7e9 + 100 * 1000.0)
+    _build(arch, out, cache=cache)
+    assert 1 <= len(drawn) <= 3 < total and any(n.endswith("run00100") for rows in drawn for n in rows)
+    # the cache lost the shards' heads: every shard is drawn again, with the same bytes
+    import shutil
+
+    shutil.rmtree(cache / "pages")
+    drawn.clear()
+    (changed / "notes.md").write_text("grown again")
+    _build(arch, out, cache=cache)
+    assert len(drawn) == len(index_head(out)["shards"])
+    fresh = tmp_path / "again"
+    _build(arch, fresh)
+    assert sorted(r for r in inodes(fresh) if r.startswith("index/")) == sorted(r for r in inodes(out) if r.startswith("index/"))
+    for rel in [r for r in inodes(out) if r.startswith("index/")]:
+        assert (fresh / rel).read_bytes() == (out / rel).read_bytes(), rel
