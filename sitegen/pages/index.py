@@ -10,6 +10,8 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, Iterator
 
+import numpy as np
+
 from sitegen.config import Config
 from sitegen.errors import Problem
 from sitegen.model import HParamValue, SiteRun, lower_is_better, text_value
@@ -61,23 +63,34 @@ RECENT = 3600.0  # a run written this many seconds before the build counts as ru
 def best_marks(runs: list[SiteRun], lasts: list[dict[str, float]], metrics: list[str]) -> list[dict[int, str]]:
     """Per key metric, the best runs: ``"p"`` best of its project (the first part of its name),
     ``"m"`` best of its model (its name without the last part). Runs are only ranked against
-    runs of the same project or model, and a group of one run has no best."""
+    runs of the same project or model, and a group of one run has no best; of equal values,
+    the first run is the best where lower is better, the last where higher is (ranked as arrays:
+    the index of 100,000 runs ranks them for every metric)."""
     levels = (("m", [r.parts[:-1] for r in runs]), ("p", [r.parts[:1] if len(r.parts) > 1 else None for r in runs]))
-    out = []
-    for m in metrics:
-        low = lower_is_better(m)
-        marks: dict[int, str] = {}
-        for level, keys in levels:
-            by_group: dict[tuple[str, ...], list[tuple[float, int]]] = {}
-            for i, (key, lv) in enumerate(zip(keys, lasts)):
-                v = lv.get(m)
-                if key is not None and isinstance(v, float) and math.isfinite(v):
-                    by_group.setdefault(key, []).append((v, i))
-            for vals in by_group.values():
-                if len(vals) > 1:
-                    marks[(min(vals) if low else max(vals))[1]] = level
-        out.append(marks)
+    values = np.array([[_finite(lv.get(m)) for m in metrics] for lv in lasts], np.float64).reshape(len(runs), len(metrics))
+    out: list[dict[int, str]] = [{} for _ in metrics]
+    for level, keys in levels:
+        ids: dict[tuple[str, ...], int] = {}
+        group = np.array([-1 if k is None else ids.setdefault(k, len(ids)) for k in keys], np.int64)
+        for j, m in enumerate(metrics):
+            v = values[:, j]
+            at = np.flatnonzero((group >= 0) & ~np.isnan(v))
+            if not len(at):
+                continue
+            g = group[at]
+            sizes = np.bincount(g)
+            # per group, the first of its runs ordered by value (lowest or highest), ties by position
+            key = v[at] if lower_is_better(m) else -v[at]
+            pos = at if lower_is_better(m) else -at
+            order = np.lexsort((pos, key, g))
+            first = order[np.r_[True, g[order][1:] != g[order][:-1]]]
+            for i in at[first][sizes[g[first]] > 1].tolist():
+                out[j][i] = level
     return out
+
+
+def _finite(v: object) -> float:
+    return v if isinstance(v, float) and math.isfinite(v) else math.nan
 
 
 def running(runs: list[SiteRun], writing: set[str], build_time: float | None) -> set[str]:

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator
 
 from sitegen.errors import SitegenError, UsageError
 from sitegen.fileio import named
-from sitegen.publish.live import MANIFEST, build_number, builds_dir, checked_relpath, list_builds, live_build, read_manifest
+from sitegen.publish.live import MANIFEST, build_number, builds_dir, checked_relpath, folders, list_builds, live_build, read_manifest
 
 log = logging.getLogger(__name__)
 GZIP_SUFFIXES = (".html", ".js", ".css", ".json", ".svg")  # not .csv: downloads, fetched rarely
@@ -266,14 +266,18 @@ def _obsolete(out: Path, keep: int) -> list[Path]:
     return found
 
 
-def _recycle(out: Path, keep: int, live: Path | None, root: Path) -> dict[str, tuple[str, int]] | None:
+def _recycle(out: Path, keep: int, live: Path | None, root: Path) -> tuple[dict[str, tuple[str, int]], int] | None:
     """Rename the newest build that this build would push out of ``keep`` to ``root`` and return
-    its files (from its manifest), or None (no such build, or no readable manifest). A rebuild
-    then touches only the files that differ from it, instead of linking every file of the site
-    into a new folder and deleting a whole old build."""
+    its files (from its manifest) and when its manifest was written, or None (no such build, or
+    no readable manifest). A rebuild then touches only the files that differ from it, instead of
+    linking every file of the site into a new folder and deleting a whole old build."""
     builds = list_builds(out)
     past = [b for b in builds[: max(0, len(builds) - (keep - 1))] if live is None or b.resolve() != live]
     if not past:
+        return None
+    try:
+        since = os.lstat(past[-1] / MANIFEST).st_mtime_ns
+    except OSError:
         return None
     files = _previous_hashes(past[-1])
     if not files:
@@ -283,7 +287,7 @@ def _recycle(out: Path, keep: int, live: Path | None, root: Path) -> dict[str, t
     except OSError:  # (another build took it first)
         return None
     log.info("recycling %s", past[-1].name)
-    return {**files, MANIFEST: ("", -1), MANIFEST + ".gz": ("", -1)}
+    return {**files, MANIFEST: ("", -1), MANIFEST + ".gz": ("", -1)}, since
 
 
 def _prune(out: Path, keep: int) -> None:
@@ -486,8 +490,10 @@ class Staging(Writer):
         _make_dirs(str(self.folder))
         root = self.folder / f".staging-{os.getpid()}-{secrets.token_hex(4)}"
         previous = live_build(out)
-        present = _recycle(out, keep, previous, root)
-        self.recycled = present is not None
+        got = _recycle(out, keep, previous, root)
+        self.recycled = got is not None
+        present, self._since = got if got is not None else (None, 0)
+        self._old_dirs = folders(present or ())  # (the recycled build's folders, by its manifest)
         if present is None:
             _make_dirs(str(root))
         super().__init__(root, previous, _previous_hashes(previous), present=present)
@@ -531,31 +537,36 @@ class Staging(Writer):
         self.hashes.update(hashes)
 
     def _remove_leftovers(self) -> None:
-        """In a recycled build, remove every entry this build did not write or keep (whatever a
-        hand or a crash left there too), and the folders left empty: the folder then holds
-        exactly the files of its manifest."""
-        self.present.clear()
+        """In a recycled build, remove every entry this build did not write or keep: the
+        recycled build's files no one wanted, its folders this build has no file in, and
+        whatever a hand left there. Why not a walk of the whole folder: a file added, removed or
+        renamed changes its folder's mtime, so only folders changed since the recycled build's
+        manifest was written are listed (one ``lstat`` a folder, not a listing)."""
+        left, self.present = self.present, {}
         if not self.recycled:
             return
-
-        def sweep(folder: str, prefix: str) -> bool:
-            """Remove what is not wanted below ``folder``; True when it is left empty."""
-            empty = True
-            with os.scandir(folder) as entries:
+        for rel in left:
+            _unlink(self._root + rel)
+        wanted = set(folders(self.hashes))
+        for rel in self._old_dirs:
+            path = self._root + rel
+            if rel not in wanted:
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                changed = not rel or os.lstat(path).st_mtime_ns >= self._since
+            except OSError:
+                continue
+            if not changed:
+                continue
+            prefix = rel + "/" if rel else ""
+            with os.scandir(path) as entries:
                 for e in entries:
-                    rel = prefix + e.name
                     if e.is_dir(follow_symlinks=False):
-                        if sweep(e.path, rel + "/"):
-                            os.rmdir(e.path)
-                        else:
-                            empty = False
-                    elif rel in self.hashes:
-                        empty = False
-                    else:
+                        if prefix + e.name not in wanted:
+                            shutil.rmtree(e.path, ignore_errors=True)
+                    elif prefix + e.name not in self.hashes:
                         os.unlink(e.path)
-            return empty
-
-        sweep(str(self.root), "")
 
     def commit(self) -> Path:
         """Make this build live (atomically) and prune old builds; returns its folder."""

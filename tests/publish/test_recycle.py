@@ -125,3 +125,28 @@ def test_keep_one_never_recycles_the_live_build(archive: Path, tmp_path: Path):
     assert publish.list_builds(out) == [out.resolve()] and out.resolve() != live
     _same_as_clean(archive, out, tmp_path, "keep1")
     assert pages
+
+
+def test_a_recycled_build_lists_only_the_folders_that_changed(archive: Path, tmp_path: Path, monkeypatch):
+    """Leftovers are looked for only in folders whose mtime moved since the recycled build's
+    manifest was written (and in its top folder): an unchanged run's folder is not listed."""
+    for i in range(3, 12):
+        _run(archive, i)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    _build(archive, out, cache, keep=2)
+    _run(archive, 2, steps=250)
+    _build(archive, out, cache, keep=2)
+    builds = str(publish.builds_dir(out).resolve())
+    listed: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p=".": listed.append(p if isinstance(p, int) else os.fspath(p)) or scandir(p))
+    _run(archive, 2, steps=300)  # (the next build recycles the first)
+    _build(archive, out, cache, keep=2)
+    monkeypatch.undo()
+    site = out.resolve()
+    mine = [p for p in listed if isinstance(p, str) and os.path.realpath(p).startswith(builds)]
+    run_folders = {str(p) for p in (site / "runs").iterdir()}
+    assert len(run_folders) == 12
+    listed_runs = {os.path.join(str(site), p.split("/.staging-", 1)[1].split("/", 1)[1]) for p in mine if "/runs/" in p}
+    assert listed_runs <= {str(site / "runs" / slugify("proj/model/run2"))}, listed_runs
+    _same_as_clean(archive, out, tmp_path, "listed")
