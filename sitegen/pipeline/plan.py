@@ -20,7 +20,7 @@ from sitegen.errors import Problem
 from sitegen.fileio import real_roots
 from sitegen.ingest import PLUGIN_ORIGINS
 from sitegen.ingest.scan import scan
-from sitegen.listing import walk
+from sitegen.listing import Listing, walk
 from sitegen.model import ReadOptions, RunSource, slug
 from sitegen.pages.assets import Assets, assets
 from sitegen.pipeline.jobs import RunJob, RunResult
@@ -85,7 +85,7 @@ def make_plan(archive: Path, out: Path, cache: Path | None, *, config: Config, v
         listing=listing,
     )
     fams = families(sources)
-    real = _realpaths([s.directory for s in sources])
+    real = _realpaths([s.directory for s in sources], listing)
     names = sorted(set(real.values()))
     site_assets = assets(config.language, store.blob)
     options = ReadOptions(
@@ -178,15 +178,18 @@ def _log_bytes(sources: list[RunSource]) -> int:
     return size
 
 
-def _realpaths(folders: list[Path]) -> dict[Path, str]:
-    """``{folder: folder.resolve() as a string}``, each shared parent resolved once."""
+def _realpaths(folders: list[Path], listing: Listing | None = None) -> dict[Path, str]:
+    """``{folder: folder.resolve() as a string}``, each shared parent resolved once (whether a
+    folder is a symlink: from the archive's ``listing`` when it has the folder)."""
     memo: dict[str, str] = {}
+    listed = listing or {}
 
     def real(path: str) -> str:
         got = memo.get(path)
         if got is None:
             parent, name = os.path.split(path)
-            if not name or parent == path or os.path.islink(path):
+            folder = listed.get(path)
+            if not name or parent == path or (folder.link if folder is not None else os.path.islink(path)):
                 got = os.path.realpath(path)
             else:
                 got = os.path.join(real(parent), name)
