@@ -236,36 +236,55 @@ class GroupJob:
     keys: dict[str, str]  # slug -> the key its summary is kept under
     out: Output | None
     live: frozenset[str] = frozenset()  # without ``out``: the live build's files in the page's folder
+    stored: list[str] | None = None  # sent as its runs' slugs: the runs and hyperparameters are read from their summaries
 
     def __reduce__(self) -> tuple:
         """Its runs and their hyperparameters cross to a worker pickled :data:`RUNS_PER_BLOB` at a
         time, each batch into bytes of its own: a pickler keeps every object it wrote alive until
-        it is done (~4 KB a run), ~400 MB at once for a whole-archive page of 100,000 runs."""
+        it is done (~4 KB a run), ~400 MB at once for a whole-archive page of 100,000 runs. A page
+        of :data:`STORED_RUNS` runs or more whose summaries are all in the cache crosses as their
+        slugs, and the worker reads them: its pickle (~0.5 KB a run) was the largest transient
+        of a large build, held with the pickler's buffer and its copy."""
         runs, hps = self.group.runs, self.hps
+        rest = (self.config, self.urls, self.cache, self.keys, self.out, self.live)
+        if self.cache is not None and len(runs) >= STORED_RUNS and all(r.slug in self.keys for r in runs):
+            return _loaded_group_job, (self.group.key, self.group.slug, [], rest, [r.slug for r in runs])
         blobs = [
             pickle.dumps((runs[a : a + RUNS_PER_BLOB], hps[a : a + RUNS_PER_BLOB]), pickle.HIGHEST_PROTOCOL)
             for a in range(0, max(len(runs), len(hps)), RUNS_PER_BLOB)
         ]
-        return _loaded_group_job, (
-            self.group.key,
-            self.group.slug,
-            blobs,
-            (self.config, self.urls, self.cache, self.keys, self.out, self.live),
-        )
+        return _loaded_group_job, (self.group.key, self.group.slug, blobs, rest)
 
 
 #: runs pickled together when a comparison page's job is sent (see :meth:`GroupJob.__reduce__`)
 RUNS_PER_BLOB = 1000
+#: a page of this many runs is sent as their slugs (see :meth:`GroupJob.__reduce__`)
+STORED_RUNS = 20_000
 
 
-def _loaded_group_job(key: tuple[str, ...], slug: str, blobs: list[bytes], rest: tuple) -> GroupJob:
+def _loaded_group_job(key: tuple[str, ...], slug: str, blobs: list[bytes], rest: tuple, stored: list[str] | None = None) -> GroupJob:
     runs: list[SiteRun] = []
     hps: list[dict[str, HParamValue]] = []
     for blob in blobs:
         some_runs, some_hps = pickle.loads(blob)
         runs += some_runs
         hps += some_hps
-    return GroupJob(compare.Group(key, slug, runs), hps, *rest)
+    config, urls, cache, keys, out, live = rest
+    return GroupJob(compare.Group(key, slug, runs), hps, config, urls, cache, keys, out, live, stored)
+
+
+def _read_stored(job: GroupJob, store: Store) -> GroupJob | str:
+    """``job`` with its runs and hyperparameters read from their summaries (see
+    :attr:`GroupJob.stored`); the slug of a run whose summary the cache lost."""
+    runs: list[SiteRun] = []
+    hps: list[dict[str, HParamValue]] = []
+    for slug in job.stored or ():
+        got = reuse_run(store, job.keys[slug])
+        if got is None:
+            return slug
+        runs.append(got[0].run)
+        hps.append(got[0].hparams)
+    return replace(job, group=replace(job.group, runs=runs), hps=hps, stored=None)
 
 
 @dataclass(eq=False, repr=False)
@@ -296,6 +315,11 @@ def draw_group(job: GroupJob) -> GroupResult:
 
 def _draw_group(job: GroupJob) -> GroupResult:
     store = Store(job.cache)
+    if job.stored is not None:
+        got = _read_stored(job, store)
+        if isinstance(got, str):
+            return GroupResult(lost=got)
+        job = got
     if job.out is None:
         linked: list[str] = []
 

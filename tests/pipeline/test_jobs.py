@@ -80,3 +80,58 @@ def test_a_run_keeps_its_log_files_digests_through_its_summary():
     assert copied.sources[0].path is not src.files[0]
     share_paths(copied, [src])
     assert copied.sources[0].path is src.files[0]
+
+
+class _Pickling:
+    """An executor that sends every job through pickle, as a worker process gets it."""
+
+    workers = 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def map(self, fn, items):
+        return (fn(pickle.loads(pickle.dumps(item, pickle.HIGHEST_PROTOCOL))) for item in items)
+
+
+def test_a_large_page_crosses_as_its_runs_slugs_and_draws_the_same(tmp_path, monkeypatch):
+    """A page of STORED_RUNS runs or more whose summaries are in the cache is sent as their
+    slugs (a worker reads the summaries): the site is the one drawn from the runs themselves;
+    a summary the cache lost meanwhile sends the page back to be drawn here, with that run read again."""
+    from sitegen.pipeline import jobs
+    from sitegen.pipeline.build import BuildOptions, build
+    from tests.support.eventgen import write_archive
+    from tests.support.sites import assert_same_site
+
+    arch = write_archive(tmp_path / "archive", 24, steps=8, projects=2, models=2)
+    sent: list[int] = []
+    reduce = GroupJob.__reduce__
+    monkeypatch.setattr(GroupJob, "__reduce__", lambda job: sent.append(len(reduce(job)[1])) or reduce(job))
+    monkeypatch.setattr(jobs, "STORED_RUNS", 10)
+    out = build(arch, tmp_path / "site", BuildOptions(cache=tmp_path / "cache", executor=_Pickling(), source_date_epoch=1)).out
+    assert 5 in sent  # (the whole-archive page and the two projects' pages: as slugs)
+    monkeypatch.setattr(jobs, "STORED_RUNS", 10**9)
+    plain = build(arch, tmp_path / "plain", BuildOptions(cache=tmp_path / "cache2", executor=_Pickling(), source_date_epoch=1)).out
+    assert_same_site(out, plain, news=False)
+    # a run grows, and the cache loses a run's summary once the runs are drawn: the page that
+    # needs it is drawn here with that run read again, and the pages are the ones drawn from scratch
+    monkeypatch.setattr(jobs, "STORED_RUNS", 10)
+    grown = next(arch.rglob("run00003"))
+    (grown / "notes.md").write_text("more")
+
+    class Losing(_Pickling):
+        def map(self, fn, items):
+            for item in items:
+                if isinstance(item, GroupJob) and not lost:
+                    lost.append(next((tmp_path / "cache" / "runs").rglob("*.sum")))
+                    lost[0].unlink()
+                yield fn(pickle.loads(pickle.dumps(item, pickle.HIGHEST_PROTOCOL)))
+
+    lost: list = []
+    again = build(arch, tmp_path / "site", BuildOptions(cache=tmp_path / "cache", executor=Losing(), source_date_epoch=1)).out
+    assert lost and lost[0].exists()  # (the run was read again, and its summary kept again)
+    fresh = build(arch, tmp_path / "fresh", BuildOptions(use_cache=False, executor=_Pickling(), source_date_epoch=1)).out
+    assert_same_site(again, fresh, news=False)
