@@ -25,17 +25,13 @@ def empty(doc: dict) -> bool:
     return not any(doc["changes"][k] for k in KINDS)
 
 
-def dumps(doc: dict, default: Callable[[Any], Any] | None = None) -> bytes:
-    """``changes.json``'s bytes: compact, one line (json's indenting encoder is pure Python and
-    cost a tenth of a rebuild of 2,000 runs; ``changes.md`` is the file for people).
-    ``default``: the JSON form of an object json does not know (the runs' states)."""
-    return (_dumps(doc, default) + "\n").encode("utf-8")
-
-
 def pieces(doc: dict, default: Callable[[Any], Any] | None = None) -> Iterator[bytes]:
-    """:func:`dumps` in pieces, for a writer that never holds it whole (every run's state: tens
-    of megabytes at 100,000 runs). Objects are written member by member and long lists
-    :data:`LIST_PIECE` items at a time, each by json's C encoder, so the bytes are the same."""
+    """``changes.json``'s bytes: compact, one line (json's indenting encoder is pure Python and
+    cost a tenth of a rebuild of 2,000 runs; ``changes.md`` is the file for people), in pieces
+    for a writer that never holds it whole (every run's state: tens of megabytes at 100,000
+    runs). Objects are written member by member and long lists :data:`LIST_PIECE` items at a
+    time, each by json's C encoder: the bytes of one ``json.dumps``. ``default``: the JSON form
+    of an object json does not know (the runs' states)."""
     for text in _piece_texts(doc, default):
         yield text.encode("utf-8")
     yield b"\n"

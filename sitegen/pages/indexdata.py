@@ -145,7 +145,7 @@ def index_data(rows: list[IndexRow], head: dict[str, Any], reuse: Reuse | None =
         if name is None:
             name, data = shard(rows[start:end])
             yield SHARD_DIR + name + ".js", data
-        if key is not None and reuse is not None:
+        if key is not None and reuse is not None:  # (a key comes only with reuse)
             reuse.made[key] = name
         shards.append([name, end - start])
         for r in runs[start:end]:

@@ -77,7 +77,7 @@ def pieces_from_hashes(
     if source_date_epoch is not None:
         head["source_date_epoch"] = int(source_date_epoch)
         head["built"] = dt.datetime.fromtimestamp(int(source_date_epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return _entry_pieces(head, hashes, logs)
+    return entry_pieces(head, hashes, logs)
 
 
 def dump(doc: dict[str, Any]) -> bytearray:
@@ -90,18 +90,15 @@ def dump(doc: dict[str, Any]) -> bytearray:
             members[key] = (_quoted(k).encode("ascii") + b":" + _canonical(v) for k, v in sorted(value.items()))
         else:
             members[key] = _canonical(value)
-    return _write(members)
+    return bytearray().join(_pieces(members))  # (the buffer they were joined in: a copy into bytes holds it twice)
 
 
-def dump_entries(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> bytearray:
+def entry_pieces(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> Iterator[bytes]:
     """What :func:`dump` makes of ``head`` with the members ``files`` (path: sha256, size; the
     manifest itself left out) and ``sources`` (path: sha256, size, bytes decoded), written entry
     by entry: a manifest of 100,000 runs has half a million entries, and as one object of
-    objects, then its text, then that text with line breaks, it was the largest thing a build held."""
-    return bytearray().join(_entry_pieces(head, files, sources))
-
-
-def _entry_pieces(head: dict[str, Any], files: dict[str, tuple[str, int]], sources: dict[str, tuple[str, int, int]]) -> Iterator[bytes]:
+    objects, then its text, then that text with line breaks, it was the largest thing a build held.
+    Given in pieces of about :data:`PIECE_BYTES`."""
     site = (
         f'{_quoted(rel)}:{{"sha256":{_quoted(files[rel][0])},"size":{int(files[rel][1])}}}'.encode("ascii")
         for rel in sorted(files)
@@ -112,12 +109,6 @@ def _entry_pieces(head: dict[str, Any], files: dict[str, tuple[str, int]], sourc
         for rel, (d, n, k) in sorted(sources.items())
     )
     return _pieces({**{key: _canonical(v) for key, v in head.items()}, "files": site, "sources": logs})
-
-
-def _write(members: dict[str, bytes | Iterator[bytes]]) -> bytearray:
-    """:func:`_pieces` joined, in the buffer they were joined in (a copy into ``bytes`` would hold
-    a large manifest twice)."""
-    return bytearray().join(_pieces(members))
 
 
 PIECE_BYTES = 1 << 20

@@ -212,4 +212,5 @@ def test_changes_json_written_in_pieces_is_the_one_json_dump(monkeypatch):
             "numbered": {1: "a", 2: "b"},
             text(): n,
         }
-        assert b"".join(changes_page.pieces(doc, default=to_json)) == changes_page.dumps(doc, default=to_json)
+        whole = json.dumps(doc, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":"), default=to_json)
+        assert b"".join(changes_page.pieces(doc, default=to_json)) == (whole + "\n").encode("utf-8")

@@ -123,7 +123,7 @@ def test_verify_without_manifest_is_a_usage_error(tmp_path):
 
 @pytest.mark.parametrize("piece_bytes", [1, 50, 1 << 20])
 def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes(monkeypatch, piece_bytes):
-    """``dump_entries`` writes the files and sources one by one, in pieces of about
+    """``entry_pieces`` writes the files and sources one by one, in pieces of about
     ``PIECE_BYTES``; the bytes must be what ``dump`` makes of the whole document, for any name
     (quotes, ``},"``, a name ending in ``},``, non-ASCII, controls), and that must be the document."""
     import random
@@ -149,7 +149,7 @@ def test_the_manifest_written_entry_by_entry_is_the_one_json_object_dump_writes(
             "files": {rel: {"sha256": d, "size": n} for rel, (d, n) in files.items() if rel != manifest.MANIFEST},
             "sources": {rel: {"sha256": d, "size": n, "decoded": [0, k]} for rel, (d, n, k) in sources.items()},
         }
-        assert manifest.dump_entries(head, files, sources) == manifest.dump(doc)
+        assert b"".join(manifest.entry_pieces(head, files, sources)) == manifest.dump(doc)
         assert json.loads(manifest.dump(doc)) == doc
 
 
