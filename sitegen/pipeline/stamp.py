@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import sys
 from pathlib import Path
@@ -74,28 +75,42 @@ def _distributions() -> bytes:
     return "\n".join(sorted(names)).encode("utf-8", "surrogatepass")
 
 
+_name = operator.attrgetter("name")
+
+
 def _walk(archive: Path, h) -> None:
     """Every folder and file below the archive, symlinks followed once (as the scan does), depth
-    first in sorted order."""
+    first in sorted order. A file counts by its stat; a folder by its path and inode, from its
+    parent's listing: what changes in it shows in its own listing and files, so only the top and
+    symlinked folders are stat-ed (to follow each real folder once)."""
+    top = os.fspath(archive)
     seen: set[tuple[int, int]] = set()
-    todo = [os.fspath(archive)]
+    todo: list[tuple[str, int | None, int]] = [(top, None, 0)]  # (path, its device or None: stat it, inode)
     while todo:
-        dirpath = todo.pop()
+        dirpath, dev, ino = todo.pop()
+        lines: list[bytes] = []
+        if dev is None:
+            try:
+                st = os.stat(dirpath)
+            except OSError as exc:
+                h.update(f"{dirpath}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
+                continue
+            dev, ino = st.st_dev, st.st_ino
+            lines.append(stat_line(dirpath, st))
+        else:
+            lines.append(f"{dirpath}/|{ino}\n".encode("utf-8", "surrogatepass"))
+        if (dev, ino) in seen:
+            h.update(f"{dirpath}: again\n".encode("utf-8", "surrogatepass"))
+            continue
+        seen.add((dev, ino))
         try:
             with os.scandir(dirpath) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = list(it)
         except OSError as exc:
-            h.update(f"!{exc}\n".encode())
+            h.update(b"".join(lines) + f"!{exc}\n".encode("utf-8", "surrogatepass"))
             continue
-        try:
-            st = os.stat(dirpath)
-        except OSError as exc:
-            h.update(f"{dirpath}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        h.update(stat_line(dirpath, st))
+        if len(entries) > 1:
+            entries.sort(key=_name)
         subdirs = []
         for entry in entries:
             try:
@@ -103,15 +118,15 @@ def _walk(archive: Path, h) -> None:
             except OSError:
                 is_dir = False
             if is_dir:
-                subdirs.append(entry.path)
+                linked = entry.is_symlink()
+                subdirs.append((entry.path, None if linked else dev, 0 if linked else entry.inode()))
                 continue
             path = entry.path
             try:
-                fst = os.stat(path)
+                lines.append(stat_line(path, os.stat(path)))
             except OSError as exc:
-                h.update(f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
-                continue
-            h.update(stat_line(path, fst))
+                lines.append(f"{path}: {exc.errno}\n".encode("utf-8", "surrogatepass"))
+        h.update(b"".join(lines))
         todo.extend(reversed(subdirs))
 
 

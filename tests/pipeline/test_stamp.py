@@ -59,7 +59,7 @@ def test_problems_of_the_live_build_still_count_under_strict(archive: Path, tmp_
     assert build(archive, tmp_path, "--strict") == ("LIGHT", 1)
 
 
-@pytest.mark.parametrize("change", ["touch-log", "new-file", "config", "date", "damaged-site", "lost-run-folder", "renamed-page", "no-verify"])
+@pytest.mark.parametrize("change", ["touch-log", "new-file", "new-folder", "symlink-loop", "config", "date", "damaged-site", "lost-run-folder", "renamed-page", "no-verify"])
 def test_any_change_takes_the_normal_path(archive: Path, tmp_path: Path, change: str):
     config = tmp_path / "sitegen.toml"
     config.write_text('title = "one"\n')
@@ -72,6 +72,10 @@ def test_any_change_takes_the_normal_path(archive: Path, tmp_path: Path, change:
         os.utime(log, ns=(log.stat().st_atime_ns, log.stat().st_mtime_ns + 1_000_000))
     elif change == "new-file":
         (archive / "proj" / "run0" / "notes.md").write_text("a note")
+    elif change == "new-folder":  # (no file in it: known from its parent's listing alone)
+        (archive / "proj" / "run0" / "later").mkdir()
+    elif change == "symlink-loop":  # followed once, as the scan follows it
+        (archive / "proj" / "back").symlink_to(archive)
     elif change == "config":
         config.write_text('title = "two"\n')
     elif change == "date":
