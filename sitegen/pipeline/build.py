@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from sitegen.cache import keys as cache_keys
+from sitegen.cache import table
 from sitegen.config import Config
 from sitegen.errors import Problem, still_writing
 from sitegen.pages import changes as changes_page
@@ -113,11 +114,15 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         tidy(plan.out, options.keep)
         local.push()
         return BuildResult(plan.out, live.runs, live.files, live.problems, folders=folders(live.doc["files"]))
-    with options.executor or LocalPool() as executor, Staging(plan.out, keep=options.keep, durable=options.durable) as stage:
+    with (
+        options.executor or LocalPool() as executor,
+        Staging(plan.out, keep=options.keep, durable=options.durable) as stage,
+        table.Writer(_table(plan)) as summaries,
+    ):
         write_assets(plan, stage)
-        reuse_runs(plan, stage)
+        reuse_runs(plan, stage, summaries)
         step(f"reading and drawing {len(plan.to_draw())} of {len(plan.jobs)} runs", 2, 4)
-        draw_runs(plan, stage, executor)
+        draw_runs(plan, stage, executor, summaries)
         news = compare_with_live(plan)
         step("drawing the index and comparisons", 3, 4)
         pages = send_pages(plan, stage, executor)  # the comparison pages go to the workers,
@@ -128,6 +133,7 @@ def _build(local: Localized, out: Path, cache: Path | None, options: BuildOption
         step("publishing", 4, 4)
         problems = write_report_and_manifest(plan, stage, {**pages.keys, **trend_keys})
         stage.commit()
+        summaries.commit()
     local.push()
     return BuildResult(plan.out, len(plan.jobs), len(stage.hashes), problems, news, folders(stage.hashes))
 
@@ -137,23 +143,46 @@ def write_assets(plan: Plan, stage: Staging) -> None:
         stage.write(rel, data)
 
 
-def reuse_runs(plan: Plan, stage: Staging) -> None:
+def reuse_runs(plan: Plan, stage: Staging, summaries: table.Writer) -> None:
     """Runs the live build drew from the same inputs: their files are linked from it, their
-    summaries come from the cache. A run whose summary or files were lost is drawn again."""
+    summaries come from the last build's run table (one pass), else from the cache's summary
+    files. A run whose summary or files were lost is drawn again. Each summary used goes into
+    this build's table (``summaries``)."""
+    wanted: dict[str, list[int]] = {}
     for i in plan.unchanged_runs():
-        rels = list(stage.old_under(f"runs/{plan.slugs[i]}/"))
-        got = reuse_run(plan.store, plan.keys[i], plan.jobs[i].family)
-        if got is None or not set(got[1]) <= set(rels):
-            continue
-        if stage.link_many(rels):
-            stage.unlink(rels)
-            continue
-        plan.results[i] = got[0]
+        wanted.setdefault(plan.keys[i], []).append(i)
+    path = _table(plan)
+    for key, text in table.read(path, wanted) if path is not None else ():
+        for i in wanted.pop(key, ()):
+            _reuse_run(plan, stage, i, text, summaries)
+    for key, runs in wanted.items():  # (not in the table: from their summary files)
+        kept = plan.store.get_summary_text(key)
+        for i in runs:
+            _reuse_run(plan, stage, i, kept, summaries)
 
 
-def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
+def _reuse_run(plan: Plan, stage: Staging, i: int, text: bytes | None, summaries: table.Writer) -> None:
+    if text is None:
+        return
+    rels = list(stage.old_under(f"runs/{plan.slugs[i]}/"))
+    got = reuse_run(plan.store, plan.keys[i], plan.jobs[i].family, text)
+    if got is None or not set(got[1]) <= set(rels):
+        return
+    if stage.link_many(rels):
+        stage.unlink(rels)
+        return
+    plan.results[i] = got[0]
+    summaries.add(plan.keys[i], text)
+
+
+def _table(plan: Plan) -> Path | None:
+    """Where the cache keeps this site's run table (None: no cache)."""
+    return None if plan.store.root is None else table.table_path(plan.store.root, plan.out)
+
+
+def draw_runs(plan: Plan, stage: Staging, executor: Executor, summaries: table.Writer) -> None:
     """Read and draw every run without a result, on the executor; each run's log files are
-    announced to the kernel ahead of their turn."""
+    announced to the kernel ahead of their turn, and its summary goes into the run table."""
     todo = plan.to_draw()
     runner = _runner(executor, plan, len(todo))
     jobs = [_run_job(plan, stage, i, writes_here=isinstance(runner, Dask)) for i in todo]
@@ -167,6 +196,9 @@ def draw_runs(plan: Plan, stage: Staging, executor: Executor) -> None:
                 write_run(result, stage)
                 result = replace(result, files={})
             share_paths(result, plan.jobs[i].family)
+            if result.summary is not None:
+                summaries.add(plan.keys[i], result.summary)
+                result.summary = None
             plan.results[i] = result
             ahead.done(k)
     finally:

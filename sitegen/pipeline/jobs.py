@@ -4,6 +4,7 @@ the decode cache, so it can run here or in any worker, once or twice."""
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import sys
@@ -72,6 +73,7 @@ class RunResult:
     sources: list[SourceFile]  # each with its SHA-256 where it was taken (see :func:`digest_sources`)
     written: dict[str, tuple[str, int]] | None = None  # files the worker wrote: (sha256, size)
     stored: bool = False  # the summary is in the cache (the run's points are read from there)
+    summary: bytes | None = None  # the summary's document as kept, on its way to the run table
 
     def __reduce__(self) -> tuple:
         """Its fields in order (:func:`sitegen.model.by_position`), loaded with the hyperparameter
@@ -137,9 +139,10 @@ def keep_summary(result: RunResult, store: Store, key: str) -> RunResult:
     as :func:`summary.held` makes it (memory then does not grow with what the runs logged, and a
     cluster's worker sends less: the comparison pages read the points back one run at a time)."""
     doc = summary.to_doc(result.run, result.hparams, page_names(result.files), result.problems, result.sources)
-    if store.put_summary(key, *doc) is None:
+    text = store.put_summary(key, *doc)
+    if text is None:
         return result
-    return replace(result, run=summary.held(result.run), stored=True)
+    return replace(result, run=summary.held(result.run), stored=True, summary=text)
 
 
 def write_run(result: RunResult, writer: Writer) -> None:
@@ -148,12 +151,18 @@ def write_run(result: RunResult, writer: Writer) -> None:
         writer.write(rel, result.files[rel], twin=result.files.get(rel + ".gz"))
 
 
-def reuse_run(store: Store, key: str, family: Sequence[RunSource] = ()) -> tuple[RunResult, list[str]] | None:
-    """A run whose inputs did not change, from its summary in the cache, and the names of its
-    page's files (linked from the live build); None when the cache lost it. ``family``: the
-    run's sources as this build's scan found them (their paths are the summary's)."""
-    doc = store.get_summary(key)
-    if doc is None:
+def reuse_run(store: Store, key: str, family: Sequence[RunSource] = (), text: bytes | None = None) -> tuple[RunResult, list[str]] | None:
+    """A run whose inputs did not change, from its summary in the cache (``text``: its document,
+    when the caller has it), and the names of its page's files (linked from the live build);
+    None when the cache lost it. ``family``: the run's sources as this build's scan found them
+    (their paths are the summary's)."""
+    if text is None:
+        text = store.get_summary_text(key)
+    try:
+        doc = None if text is None else json.loads(text)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
         return None
     known = {str(p): p for s in family for p in (s.directory, *s.files)}
     try:

@@ -428,3 +428,56 @@ def test_serial_and_a_local_pool_build_the_same_bytes(tbx_archive: Path, tmp_pat
     build(tbx_archive, tmp_path / "pool", BuildOptions(config=Config(), cache=tmp_path / "c2", executor=LocalPool(2)))
     assert drawn_here == []  # every run was drawn by a worker (which does not see this patch)
     assert_same_site(tmp_path / "serial", tmp_path / "pool")
+
+
+def test_unchanged_runs_are_read_from_the_run_table(tbx_archive: Path, tmp_path: Path, monkeypatch):
+    """A rebuild takes the unchanged runs' summaries from the last build's run table, one pass
+    over one file: with every summary file's document damaged, only the grown run is drawn.
+    Without the table they are read from their own files (here: all damaged, so all drawn
+    again); a damaged table is read up to the damage. Each way, the same site as a fresh build."""
+    from sitegen.cache import table
+
+    counts = Counts(monkeypatch)
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    _build(tbx_archive, out, cache)
+    path = table.table_path(cache, out)
+    assert len(list(table.read(path, ContainsAll()))) == 12
+
+    def damage_documents(at: int) -> None:  # (the document is a summary file's last part; its points stay whole)
+        for f in cache.glob("runs/*/*.sum"):
+            data = bytearray(f.read_bytes())
+            data[at] ^= 0x01
+            f.write_bytes(bytes(data))
+
+    def grow(run: str, steps: range) -> None:
+        corpus.append_scalars(_event_file(tbx_archive, run), "train/loss", steps)
+
+    damage_documents(-2)
+    grow(GROWN[0], range(30, 40))
+    counts.clear()
+    _build(tbx_archive, out, cache)
+    assert counts.runs == [GROWN[0]]
+    _build(tbx_archive, tmp_path / "fresh1", tmp_path / "cache-fresh1")
+    assert_same_site(out, tmp_path / "fresh1", same_paths=False, news=False)
+
+    damage_documents(-3)  # (the grown run's new summary too)
+    path.unlink()
+    grow(GROWN[1], range(30, 40))
+    counts.clear()
+    _build(tbx_archive, out, cache)
+    assert sorted(counts.runs) == sorted(f"proj{p}/model{m}/run{r}" for p in range(PROJECTS) for m in range(MODELS) for r in range(RUNS))
+
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # an entry in the middle: those before it are read from the table
+    path.write_bytes(bytes(data))
+    grow(GROWN[2], range(30, 40))
+    counts.clear()
+    _build(tbx_archive, out, cache)
+    assert counts.runs == [GROWN[2]]  # (the summary files are whole again: the rest from them)
+    _build(tbx_archive, tmp_path / "fresh2", tmp_path / "cache-fresh2")
+    assert_same_site(out, tmp_path / "fresh2", same_paths=False, news=False)
+
+
+class ContainsAll:
+    def __contains__(self, item: object) -> bool:
+        return True
