@@ -109,6 +109,7 @@ def test_decode_cache_on_s3_is_reused_by_a_second_build(s3, s3fs_client, referen
     assert n_logs >= 10, "the first build should decode every event file"
     entries = {k: v["ETag"] for k, v in s3fs_client.find("site-b/cache", detail=True).items() if "/files/" in k}
     assert sum(k.endswith(".entry") for k in entries) == n_logs, "the cache was not pushed to s3://"
+    assert not [k for k in s3fs_client.find("site-b/cache") if "/tables/" in k], "the run table was pushed (each machine's own)"
 
     shutil.rmtree(fresh_home)  # a fresh machine with the same paths
     decoded.clear()
