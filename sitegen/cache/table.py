@@ -65,6 +65,8 @@ class Writer:
         self.tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            for old in path.parent.glob(f".{path.name}.tmp*"):  # a crashed build's (builds of a site take turns)
+                old.unlink()
             self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed by commit or abort
             self.file.write(MAGIC)
         except OSError:

@@ -47,6 +47,7 @@ def test_reading_stops_at_the_first_damaged_entry(tmp_path: Path):
 
 def test_an_unfinished_table_leaves_the_last_one(tmp_path: Path):
     path = tmp_path / "t.runs"
+    (tmp_path / ".t.runs.tmp99999999").write_bytes(b"a crashed build's")
     write(path, {key(1): b"one"})
     with table.Writer(path) as w:
         w.add(key(2), b"two")
