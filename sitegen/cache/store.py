@@ -232,17 +232,10 @@ class Store:
         ahead (it may not exist)."""
         return None if self.root is None else str(self._entry_path(path))
 
-    def get_summary(self, key: str) -> dict | None:
-        """A run's summary document (None: missing or damaged). Its points are not read: most
-        rebuilds read none of an unchanged run's, and :meth:`get_points` checks those it reads."""
-        got = self.get_summary_text(key)
-        try:
-            return None if got is None else json.loads(got)
-        except ValueError:
-            return None
-
     def get_summary_text(self, key: str) -> bytes | None:
-        """:meth:`get_summary` as the JSON text kept (None: missing or damaged)."""
+        """A run's summary document as the JSON text kept (None: missing or damaged). Its points
+        are not read: most rebuilds read none of an unchanged run's, and :meth:`get_points`
+        checks those it reads."""
         got = self._summary_read(key, None, doc=True)
         return got if isinstance(got, bytes) else None
 

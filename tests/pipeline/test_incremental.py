@@ -144,7 +144,7 @@ def test_damaged_points_in_the_cache_read_their_run_again(archive: Path, tmp_pat
         data = bytearray(victim.read_bytes())
         data[_SUMMARY_HEAD + 1] ^= 0x40  # a point count: the points' checksum fails, the document's holds
         victim.write_bytes(bytes(data))
-        assert Store(cache).get_summary(victim.stem) is not None  # (reading its points would drop it)
+        assert Store(cache).get_summary_text(victim.stem) is not None  # (reading its points would drop it)
     # one run grows: the comparison pieces holding it are drawn again, from the others' points too
     grown = archive / "proj" / "model" / "run2"
     shutil.rmtree(grown)
@@ -179,7 +179,7 @@ def test_a_summary_that_is_not_one_draws_its_run_again(archive: Path, tmp_path: 
     store, sums = Store(cache), sorted((cache / "runs").rglob("*.sum"))
     assert len(sums) == 3
     for victim, bad in zip(sums, ({"run": []}, {"lines": [1]}, [])):
-        doc, points = store.get_summary(victim.stem), store.get_points(victim.stem)
+        doc, points = json.loads(store.get_summary_text(victim.stem)), store.get_points(victim.stem)
         doc.update(bad) if isinstance(bad, dict) else None
         store.put_summary(victim.stem, doc if isinstance(bad, dict) else {}, points)  # JSON, wrong shape
     again = build(archive, out, BuildOptions(config=Config(), cache=cache, source_date_epoch=1))  # reuses every run
